@@ -1,0 +1,263 @@
+"""Commands: imperative effects the core asks the shell to carry out.
+
+Every command has a ``key`` (what it writes; the shell's queue keeps one entry
+per key, the newest) and an ``id`` (a hash of its content), so running it twice
+is harmless and an outcome names exactly which command it answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from catalog_core.jsonval import Json, canonical, short_hash
+
+
+@attrs.frozen
+class LiteralKey:
+    """A non-secret placeholder key, e.g. ``none`` for local runtimes."""
+
+    value: str
+
+
+@attrs.frozen
+class SecretKey:
+    """A key held in a Secret; the shell's vault supplies the value at execution time."""
+
+    namespace: str
+    name: str
+    key: str
+    uid: str
+    resource_version: str
+    fingerprint: str
+
+
+@attrs.frozen
+class InlineKeyRef:
+    """An inline key from models.json, known to the core only by fingerprint."""
+
+    fingerprint: str
+
+
+ApiKeyRef = LiteralKey | SecretKey | InlineKeyRef
+
+
+def plain(value: Any) -> Any:
+    """A JSON-able form of a command field (for ids and human output; secrets are refs, never values)."""
+    if isinstance(value, Json):
+        return value.value()
+    if attrs.has(type(value)):
+        return {
+            f.name: plain(getattr(value, f.name)) for f in attrs.fields(type(value)) if f.name not in ("id",)
+        } | {"type": type(value).__name__}
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def _ident(self: Any) -> None:
+    object.__setattr__(self, "id", short_hash(canonical(plain(self))))
+
+
+@attrs.frozen
+class _LiteLLMWrite:
+    model_id: str
+    model_name: str
+    litellm_params: Json  # without api_key
+    model_info: Json
+    api_key: ApiKeyRef | None
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"litellm/{self.model_id}"
+
+
+@attrs.frozen
+class CreateLiteLLMModel(_LiteLLMWrite):
+    """POST /model/new."""
+
+
+@attrs.frozen
+class UpdateLiteLLMModel(_LiteLLMWrite):
+    """Merge the fields into the existing row (LiteLLM's PATCH /model/{id}/update)."""
+
+
+@attrs.frozen
+class RecreateLiteLLMModel(_LiteLLMWrite):
+    """Delete then create: LiteLLM's updates merge, so dropping a field needs a fresh row."""
+
+
+@attrs.frozen
+class DeleteLiteLLMModel:
+    model_id: str
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"litellm/{self.model_id}"
+
+
+@attrs.frozen
+class WriteCatalog:
+    """Replace the data of ConfigMap/ai-model-catalog and its hash annotation (foreign metadata kept)."""
+
+    namespace: str
+    name: str
+    data: tuple[tuple[str, str], ...]
+    catalog_hash: str
+    fingerprint: str
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(
+            self, "id", short_hash(f"WriteCatalog/{self.namespace}/{self.name}/{self.fingerprint}")
+        )
+
+    @property
+    def key(self) -> str:
+        return f"catalog/{self.namespace}/{self.name}"
+
+
+@attrs.frozen
+class PatchAgentTemplate:
+    """A JSON merge patch guarded by resourceVersion (409 when the template changed meanwhile)."""
+
+    namespace: str
+    name: str
+    resource_version: str
+    patch: Json
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"agenttemplate/{self.namespace}/{self.name}"
+
+
+@attrs.frozen
+class RollWorkload:
+    """Set ai-appliance.io/catalog-hash in the workload's pod template: its own rollout strategy applies."""
+
+    namespace: str
+    kind: str
+    name: str
+    catalog_hash: str
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"rollout/{self.namespace}/{self.kind}/{self.name}"
+
+
+@attrs.frozen
+class EvictPod:
+    """Evict an ownerless consumer pod through the Eviction API."""
+
+    namespace: str
+    name: str
+    uid: str
+    catalog_hash: str
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"evict/{self.namespace}/{self.name}"
+
+
+@attrs.frozen
+class ProbeRuntime:
+    """GET the runtime's /health (3 s timeout); the answer comes back as RuntimeProbed."""
+
+    runtime: str
+    url: str
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"probe/{self.runtime}"
+
+
+@attrs.frozen
+class ObjectRef:
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+@attrs.frozen
+class EmitKubernetesEvent:
+    """A Warning Event on the object whose input was rejected; the adapter aggregates repeats."""
+
+    involved: ObjectRef
+    reason: str
+    message: str
+    event_type: str = "Warning"
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"event/{self.id}"
+
+
+@attrs.frozen
+class SecretWatch:
+    name: str
+    provider_only: bool  # only Secrets allowed for ModelActivations (contracts C.8) may be read
+
+
+@attrs.frozen
+class WatchSecrets:
+    """The Secrets the core needs to see: the adapter watches exactly these names."""
+
+    namespace: str
+    secrets: tuple[SecretWatch, ...]
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        _ident(self)
+
+    @property
+    def key(self) -> str:
+        return f"watch/secrets/{self.namespace}"
+
+
+LiteLLMCommand = CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel | DeleteLiteLLMModel
+Command = (
+    CreateLiteLLMModel
+    | UpdateLiteLLMModel
+    | RecreateLiteLLMModel
+    | DeleteLiteLLMModel
+    | WriteCatalog
+    | PatchAgentTemplate
+    | RollWorkload
+    | EvictPod
+    | ProbeRuntime
+    | EmitKubernetesEvent
+    | WatchSecrets
+)

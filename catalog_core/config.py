@@ -1,0 +1,183 @@
+"""Decision-affecting configuration, read from an environment *mapping* (contracts A.7).
+
+The core never reads ``os.environ``: the shell passes the mapping in, and the
+event log's header records the resulting values so a replay decides the same.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+@attrs.frozen
+class ConfigError:
+    variable: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.variable}: {self.message}"
+
+
+@attrs.frozen
+class CatalogConfig:
+    namespace: str = "ai"
+    appliance_namespace: str = "ai-system"
+    litellm_base_url: str = "http://litellm.ai.svc.cluster.local:4000"
+    litellm_api_base: str = "http://litellm.ai.svc.cluster.local:4000/v1"
+    kubeai_api_base: str = "http://kubeai.ai.svc.cluster.local/openai/v1"
+    catalog_configmap: str = "ai-model-catalog"
+    external_models_configmap: str = "ai-external-models"
+    default_chat_model: str = "auto"
+    default_embedding_model: str = "auto"
+    opencode_default_context_tokens: int = 131072
+    opencode_default_output_tokens: int = 8192
+    paperclip_max_output_tokens: int = 4096
+    paperclip_headroom_tokens: int = 4096
+    consumer_restart_enabled: bool = True
+    agent_template_sync_enabled: bool = True
+    agent_template_names: tuple[str, ...] = ("litellm-default",)
+    runtime_health_seconds: int = 15
+    openclaw_tools_profile: str = "coding"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
+        reader = _Reader(env)
+        base_url = reader.url("LITELLM_BASE_URL", cls.litellm_base_url)
+        values: dict[str, Any] = {
+            "namespace": reader.dns("NAMESPACE", cls.namespace, _DNS_LABEL),
+            "appliance_namespace": reader.dns("APPLIANCE_NAMESPACE", cls.appliance_namespace, _DNS_LABEL),
+            "litellm_base_url": base_url,
+            "litellm_api_base": reader.url("LITELLM_API_BASE", f"{str(base_url).rstrip('/')}/v1"),
+            "kubeai_api_base": reader.url("KUBEAI_API_BASE", cls.kubeai_api_base),
+            "catalog_configmap": reader.dns("CATALOG_CONFIGMAP", cls.catalog_configmap, _DNS_SUBDOMAIN),
+            "external_models_configmap": reader.dns(
+                "EXTERNAL_MODELS_CONFIGMAP", cls.external_models_configmap, _DNS_SUBDOMAIN
+            ),
+            "default_chat_model": reader.text("AI_APPLIANCE_DEFAULT_CHAT_MODEL", cls.default_chat_model),
+            "default_embedding_model": reader.text(
+                "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL", cls.default_embedding_model
+            ),
+            "opencode_default_context_tokens": reader.integer(
+                "OPENCODE_DEFAULT_CONTEXT_TOKENS", cls.opencode_default_context_tokens, minimum=1
+            ),
+            "opencode_default_output_tokens": reader.integer(
+                "OPENCODE_DEFAULT_OUTPUT_TOKENS", cls.opencode_default_output_tokens, minimum=1
+            ),
+            "paperclip_max_output_tokens": reader.integer(
+                "PAPERCLIP_OPENCODE_MAX_OUTPUT_TOKENS", cls.paperclip_max_output_tokens, minimum=1
+            ),
+            "paperclip_headroom_tokens": reader.integer(
+                "PAPERCLIP_OPENCODE_CONTEXT_HEADROOM_TOKENS", cls.paperclip_headroom_tokens, minimum=0
+            ),
+            "consumer_restart_enabled": reader.boolean(
+                "CONSUMER_RESTART_ENABLED", cls.consumer_restart_enabled
+            ),
+            "agent_template_sync_enabled": reader.boolean(
+                "AGENT_TEMPLATE_SYNC_ENABLED", cls.agent_template_sync_enabled
+            ),
+            "agent_template_names": reader.names("AGENT_TEMPLATE_NAMES", cls.agent_template_names),
+            "runtime_health_seconds": reader.integer(
+                "CATALOG_RUNTIME_HEALTH_SECONDS", cls.runtime_health_seconds, minimum=1
+            ),
+        }
+        if reader.error is not None:
+            return reader.error
+        return cls(**values)
+
+    def as_env(self) -> dict[str, str]:
+        """The values in their environment spelling (for the event log header)."""
+        return {
+            "NAMESPACE": self.namespace,
+            "APPLIANCE_NAMESPACE": self.appliance_namespace,
+            "LITELLM_BASE_URL": self.litellm_base_url,
+            "LITELLM_API_BASE": self.litellm_api_base,
+            "KUBEAI_API_BASE": self.kubeai_api_base,
+            "CATALOG_CONFIGMAP": self.catalog_configmap,
+            "EXTERNAL_MODELS_CONFIGMAP": self.external_models_configmap,
+            "AI_APPLIANCE_DEFAULT_CHAT_MODEL": self.default_chat_model,
+            "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL": self.default_embedding_model,
+            "OPENCODE_DEFAULT_CONTEXT_TOKENS": str(self.opencode_default_context_tokens),
+            "OPENCODE_DEFAULT_OUTPUT_TOKENS": str(self.opencode_default_output_tokens),
+            "PAPERCLIP_OPENCODE_MAX_OUTPUT_TOKENS": str(self.paperclip_max_output_tokens),
+            "PAPERCLIP_OPENCODE_CONTEXT_HEADROOM_TOKENS": str(self.paperclip_headroom_tokens),
+            "CONSUMER_RESTART_ENABLED": str(self.consumer_restart_enabled).lower(),
+            "AGENT_TEMPLATE_SYNC_ENABLED": str(self.agent_template_sync_enabled).lower(),
+            "AGENT_TEMPLATE_NAMES": ",".join(self.agent_template_names),
+            "CATALOG_RUNTIME_HEALTH_SECONDS": str(self.runtime_health_seconds),
+        }
+
+
+class _Reader:
+    """Reads variables, remembering the first error (reported as one line)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.error: ConfigError | None = None
+
+    def _raw(self, name: str) -> str | None:
+        value = self.env.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def _fail(self, name: str, message: str) -> None:
+        if self.error is None:
+            self.error = ConfigError(name, message)
+
+    def text(self, name: str, default: str) -> str:
+        return self._raw(name) or default
+
+    def dns(self, name: str, default: str, pattern: re.Pattern[str]) -> str:
+        value = self._raw(name)
+        if value is None:
+            return default
+        if not pattern.match(value):
+            self._fail(name, f"{value!r} is not a valid Kubernetes name")
+        return value
+
+    def url(self, name: str, default: str) -> str:
+        value = self._raw(name)
+        if value is None:
+            return default
+        if not re.match(r"^https?://[^\s/]+", value):
+            self._fail(name, f"{value!r} is not an http(s) URL")
+        return value
+
+    def integer(self, name: str, default: int, minimum: int) -> int:
+        value = self._raw(name)
+        if value is None:
+            return default
+        if not (value.isascii() and value.isdigit()) or int(value) < minimum:
+            self._fail(name, f"must be an integer >= {minimum}, got {value!r}")
+            return default
+        return int(value)
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self._raw(name)
+        if value is None:
+            return default
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        self._fail(name, f"must be true or false, got {value!r}")
+        return default
+
+    def names(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        value = self.env.get(name)
+        if value is None:
+            return default
+        items = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+        for item in items:
+            if not _DNS_SUBDOMAIN.match(item):
+                self._fail(name, f"{item!r} is not a valid Kubernetes name")
+        return items

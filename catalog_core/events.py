@@ -1,0 +1,144 @@
+"""Events: past-tense facts the core receives. The event log records them exactly as received.
+
+Source events carry raw (redacted) Kubernetes objects; ``ingest`` parses them
+with the named constructors before anything is folded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+import attrs
+
+
+class SourceKind(StrEnum):
+    KUBEAI_MODELS = "kubeai-models"
+    EXTERNAL_MODELS = "external-models"
+    MODEL_ACTIVATIONS = "model-activations"
+    FREETOKEN_DEPLOYMENTS = "freetoken-deployments"
+    SERVICES = "services"
+    SECRETS = "secrets"
+    AGENT_TEMPLATES = "agent-templates"
+    PODS = "pods"
+    REPLICASETS = "replicasets"
+    DEPLOYMENTS = "deployments"
+    STATEFULSETS = "statefulsets"
+    DAEMONSETS = "daemonsets"
+    CATALOG_CONFIGMAP = "catalog-configmap"
+
+
+# Sources whose content decides the routes and the catalog.
+CATALOG_SOURCES = (
+    SourceKind.KUBEAI_MODELS,
+    SourceKind.EXTERNAL_MODELS,
+    SourceKind.MODEL_ACTIVATIONS,
+    SourceKind.FREETOKEN_DEPLOYMENTS,
+    SourceKind.SERVICES,
+    SourceKind.SECRETS,
+    SourceKind.CATALOG_CONFIGMAP,
+)
+ROLLOUT_SOURCES = (
+    SourceKind.PODS,
+    SourceKind.REPLICASETS,
+    SourceKind.DEPLOYMENTS,
+    SourceKind.STATEFULSETS,
+    SourceKind.DAEMONSETS,
+)
+
+
+class Unavailability(StrEnum):
+    NOT_INSTALLED = "not-installed"  # the CRD is absent: an empty source, not an error
+    FORBIDDEN = "forbidden"  # 403: keep the last good value
+    FAILING = "failing"  # other errors: keep the last good value
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"
+    RETRY = "retry"  # try again after ``retry_after`` seconds (the executor chose backoff and jitter)
+    TERMINAL = "terminal"  # do not retry this exact command
+    GONE = "gone"  # the target does not exist (e.g. update of a row someone deleted)
+
+
+@attrs.frozen
+class ObjectUpserted:
+    source: SourceKind
+    object: Mapping[str, Any]
+
+
+@attrs.frozen
+class ObjectDeleted:
+    source: SourceKind
+    object: Mapping[str, Any]
+
+
+@attrs.frozen
+class SourceListed:
+    """The complete content of a source: anything not in ``objects`` is gone.
+
+    ``scope`` names what the listing covered when a source is watched by name
+    (Secrets); objects named in it but absent are known not to exist.
+    """
+
+    source: SourceKind
+    objects: tuple[Mapping[str, Any], ...]
+    scope: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class SourceUnavailable:
+    source: SourceKind
+    status: Unavailability
+    detail: str = ""
+
+
+@attrs.frozen
+class LiteLLMRowsObserved:
+    """Every row of ``GET /model/info``, reduced to the whitelist (litellm_row.whitelist_row)."""
+
+    rows: tuple[Mapping[str, Any], ...]
+
+
+@attrs.frozen
+class LiteLLMUnreachable:
+    reason: str  # "unauthorized" | "unreachable" | "error"
+    detail: str = ""
+
+
+@attrs.frozen
+class RuntimeProbed:
+    runtime: str
+    url: str
+    healthy: bool
+    detail: str = ""
+
+
+@attrs.frozen
+class CommandCompleted:
+    key: str
+    command_id: str
+    outcome: Outcome
+    retry_after: float = 0.0
+    reason: str = ""
+    detail: str = ""
+
+
+@attrs.frozen
+class Ticked:
+    """Time passed. Also the moment the core plans: source events only record what changed."""
+
+    now: float
+
+
+Event = (
+    ObjectUpserted
+    | ObjectDeleted
+    | SourceListed
+    | SourceUnavailable
+    | LiteLLMRowsObserved
+    | LiteLLMUnreachable
+    | RuntimeProbed
+    | CommandCompleted
+    | Ticked
+)

@@ -1,0 +1,381 @@
+"""Planning at each tick: desired state versus observed state -> commands.
+
+Source events only record observations and mark what they touched. A tick
+re-derives exactly the touched parts — candidates, shared names, LiteLLM rows,
+routes.json records, catalog entries — and emits a command only where desired
+and observed differ, nothing is in flight for that key, and the same command is
+not already known to have been applied, failed terminally, or be backing off.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from catalog_core.commands import (
+    Command,
+    EmitKubernetesEvent,
+    EvictPod,
+    ObjectRef,
+    PatchAgentTemplate,
+    ProbeRuntime,
+    RollWorkload,
+    SecretWatch,
+    WatchSecrets,
+    WriteCatalog,
+)
+from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
+from catalog_core.jsonval import Json
+from catalog_core.pmap import PMap, empty
+from catalog_core.reasons import Reason, RouteState
+from catalog_core.rules import health as health_rules
+from catalog_core.rules.agent_templates import is_target, template_patch
+from catalog_core.rules.candidates import candidate
+from catalog_core.rules.entries import entry_for
+from catalog_core.rules.litellm_plan import litellm_command
+from catalog_core.rules.records import involved_object, record_for
+from catalog_core.rules.render import RenderedCatalog, render_catalog
+from catalog_core.rules.resolution import resolve
+from catalog_core.rules.rollouts import targets
+from catalog_core.sources.secret import allowed_by_name
+from catalog_core.state import CatalogState, RouteRecord
+from catalog_core.values import logical_name
+
+
+class _Out:
+    """Commands emitted during one tick, and the bookkeeping that keeps re-planning idempotent."""
+
+    def __init__(self, state: CatalogState) -> None:
+        self.state = state
+        self.commands: list[Command] = []
+
+    def emit(self, key: str, command: Command | None) -> None:
+        s = self.state
+        if command is None:
+            return
+        if (current := s.inflight.get(key)) is not None and current.id == command.id:
+            return
+        if s.settled.get(key) == command.id:
+            return  # already applied; wait until the target is observed again
+        if (failure := s.failures.get(key)) is not None and failure.command_id == command.id:
+            return  # failed for good; a change of input gives a new command
+        if (
+            (retry := s.retries.get(key)) is not None
+            and retry.command_id == command.id
+            and s.now < retry.not_before
+        ):
+            return
+        self.state = attrs.evolve(s, inflight=s.inflight.set(key, command))
+        self.commands.append(command)
+
+
+def catalog_inputs_known(state: CatalogState) -> bool:
+    for kind in CATALOG_SOURCES:
+        if kind is SourceKind.SECRETS:
+            continue
+        if not state.source(kind).known:
+            return False
+    return wanted_secret_names(state) <= state.secrets_scope and state.litellm.observed_once
+
+
+def wanted_secret_names(state: CatalogState) -> frozenset[str]:
+    return frozenset(ref[len("secret/") :] for ref in state.refs if ref.startswith("secret/"))
+
+
+def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
+    state = attrs.evolve(state, now=max(state.now, now))
+    state = _due_retries(state)
+    state = _refresh_candidates(state)
+    out = _Out(state)
+    _secret_watch(out)
+    _probes(out)
+    if catalog_inputs_known(out.state):
+        _routes(out)
+        _catalog(out)
+        _templates(out)
+        _rollouts(out)
+    return out.state, out.commands
+
+
+def _due_retries(state: CatalogState) -> CatalogState:
+    """Keys whose backoff has passed are planned again."""
+    for key, retry in state.retries.items():
+        if state.now >= retry.not_before:
+            state = mark_key(state, key)
+    return state
+
+
+def mark_key(state: CatalogState, key: str) -> CatalogState:
+    """Mark the target of a command key for re-planning."""
+    kind, _, rest = key.partition("/")
+    if kind == "litellm":
+        return attrs.evolve(state, dirty_ids=state.dirty_ids.set(rest, True))
+    if kind == "catalog":
+        return attrs.evolve(state, dirty_catalog=True)
+    if kind == "agenttemplate":
+        return attrs.evolve(state, dirty_templates=True)
+    if kind in ("rollout", "evict"):
+        return attrs.evolve(state, dirty_rollouts=True)
+    if kind == "probe":
+        return attrs.evolve(state, dirty_items=state.dirty_items.set(f"freetoken/{rest}", True))
+    return state
+
+
+def _index(index: PMap[frozenset[str]], key: str, item: str, add: bool) -> PMap[frozenset[str]]:
+    members = index.get(key, frozenset())
+    members = members | {item} if add else members - {item}
+    return index.set(key, members) if members else index.delete(key)
+
+
+def _refresh_candidates(state: CatalogState) -> CatalogState:
+    if not state.dirty_items:
+        return state
+    cands, last_good, by_name, by_id, refs = (
+        state.candidates,
+        state.last_good,
+        state.by_name,
+        state.by_id,
+        state.refs,
+    )
+    health = state.health
+    names, ids, records = state.dirty_names, state.dirty_ids, state.dirty_records
+    for item in state.dirty_items:
+        old = cands.get(item)
+        new = candidate(state, item)
+        if item.startswith("freetoken/"):
+            runtime = item[len("freetoken/") :]
+            tracked = health_rules.track(health.get(runtime), new.health_url if new else None, state.now)
+            if tracked is None:
+                health = health.delete(runtime)
+            elif tracked is not health.get(runtime):
+                health = health.set(runtime, tracked)
+        records = records.set(item, True)
+        if old == new:
+            continue
+        for cand, add in ((old, False), (new, True)):
+            if cand is None:
+                continue
+            for ref in cand.refs:
+                refs = _index(refs, ref, item, add)
+            if cand.route is not None:
+                by_name = _index(by_name, cand.route.model_name, item, add)
+                by_id = _index(by_id, cand.route.id, item, add)
+                names = names.set(cand.route.model_name, True)
+                ids = ids.set(cand.route.id, True)
+        if new is None:
+            cands, last_good = cands.delete(item), last_good.delete(item)
+        else:
+            cands = cands.set(item, new)
+            if new.reason is Reason.PUBLISHED and new.route is not None:
+                last_good = last_good.set(item, new.route)
+    return attrs.evolve(
+        state,
+        candidates=cands,
+        last_good=last_good,
+        by_name=by_name,
+        by_id=by_id,
+        refs=refs,
+        health=health,
+        dirty_items=empty(),
+        dirty_names=names,
+        dirty_ids=ids,
+        dirty_records=records,
+    )
+
+
+def _secret_watch(out: _Out) -> None:
+    state = out.state
+    watches = []
+    for name in sorted(wanted_secret_names(state)):
+        users = state.refs[f"secret/{name}"]
+        provider_only = all(u.startswith("activation/") for u in users) and not allowed_by_name(name)
+        watches.append(SecretWatch(name, provider_only))
+    command = WatchSecrets(state.config.namespace, tuple(watches))
+    if command.id != state.secret_watch:
+        out.state = attrs.evolve(state, secret_watch=command.id)
+        out.emit(command.key, command)
+
+
+def _probes(out: _Out) -> None:
+    state = out.state
+    health = state.health
+    for runtime, record in state.health.items():
+        if health_rules.probe_due(record, state.now):
+            command = ProbeRuntime(runtime, record.url)
+            health = health.set(runtime, health_rules.started(record, state.now))
+            out.state = attrs.evolve(out.state, inflight=out.state.inflight.delete(command.key))
+            out.emit(command.key, command)
+    out.state = attrs.evolve(out.state, health=health)
+
+
+def _routes(out: _Out) -> None:
+    state, items, names, ids = resolve(out.state, out.state.dirty_names, out.state.dirty_ids)
+    out.state = state
+    touched_items = set(items) | set(state.dirty_records)
+    logical = {logical_name(n) for n in names} | set(state.dirty_logical)
+    for rid in sorted(ids):
+        out.emit(f"litellm/{rid}", litellm_command(out.state, rid))
+        for item in state.by_id.get(rid, frozenset()):
+            touched_items.add(item)
+            logical.add(logical_name(state.candidates[item].name))
+        row = state.rows.get(rid)
+        if row is not None:
+            logical.add(row.logical_name)
+    state = out.state  # records read what is in flight now
+    records, entries = state.records, state.entries
+    changed = False
+    for item in sorted(touched_items):
+        record = record_for(state, item)
+        if record != records.get(item):
+            changed = True
+            records = records.set(item, record) if record is not None else records.delete(item)
+        _announce_record(out, item, record)
+    for name in sorted(logical):
+        entry = entry_for(state, name)
+        if entry != entries.get(name):
+            changed = True
+            entries = entries.set(name, entry) if entry is not None else entries.delete(name)
+    out.state = attrs.evolve(
+        out.state,
+        records=records,
+        entries=entries,
+        dirty_names=empty(),
+        dirty_ids=empty(),
+        dirty_logical=empty(),
+        dirty_records=empty(),
+        dirty_catalog=out.state.dirty_catalog or changed,
+        dirty_templates=out.state.dirty_templates or changed,
+    )
+
+
+def _announce(out: _Out, key: str, involved: ObjectRef | None, reason: str, message: str) -> None:
+    """One Warning Event per distinct problem of an object (the adapter aggregates repeats)."""
+    if involved is None:
+        return
+    event = EmitKubernetesEvent(involved, reason, message)
+    if out.state.announced.get(key) == event.id:
+        return
+    out.state = attrs.evolve(out.state, announced=out.state.announced.set(key, event.id))
+    out.emit(event.key, event)
+
+
+def _forget(out: _Out, key: str) -> None:
+    if key in out.state.announced:
+        out.state = attrs.evolve(out.state, announced=out.state.announced.delete(key))
+
+
+def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
+    if record is None or record.state not in (RouteState.ERROR, RouteState.CONFLICT):
+        _forget(out, item)
+        return
+    message = f"{record.name}: {record.message}" if record.message else record.name
+    _announce(out, item, involved_object(out.state, item), record.reason.value, message)
+
+
+def all_records(state: CatalogState) -> list[RouteRecord]:
+    """routes.json: one record per source item, plus the ConfigMap itself when it is unreadable."""
+    records = list(state.records.values())
+    if state.external_problem is not None:
+        problem = state.external_problem
+        records.append(
+            RouteRecord(
+                "external",
+                state.config.external_models_configmap,
+                state.config.external_models_configmap,
+                RouteState.ERROR,
+                problem.reason,
+                problem.message + (" (the last good models stay published)" if state.external_items else ""),
+            )
+        )
+    return records
+
+
+def rendered_catalog(state: CatalogState) -> RenderedCatalog:
+    return render_catalog(state.entries.values(), all_records(state), state.config)
+
+
+def _catalog(out: _Out) -> None:
+    state = out.state
+    if not state.dirty_catalog:
+        return
+    rendered = rendered_catalog(state)
+    cfg = state.config
+    out.state = attrs.evolve(
+        state,
+        dirty_catalog=False,
+        dirty_rollouts=True,
+        desired_catalog_hash=rendered.catalog_hash,
+        desired_catalog_fingerprint=rendered.fingerprint,
+    )
+    if state.external_problem is not None:
+        ref = ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.external_uid)
+        problem = state.external_problem
+        _announce(out, "configmap/external", ref, problem.reason.value, problem.message)
+    else:
+        _forget(out, "configmap/external")
+    observed = state.catalog
+    if (
+        observed is not None
+        and observed.fingerprint == rendered.fingerprint
+        and observed.catalog_hash == rendered.catalog_hash
+    ):
+        return
+    command = WriteCatalog(
+        cfg.namespace, cfg.catalog_configmap, rendered.data, rendered.catalog_hash, rendered.fingerprint
+    )
+    out.emit(command.key, command)
+
+
+def _templates(out: _Out) -> None:
+    state = out.state
+    cfg = state.config
+    if not state.dirty_templates:
+        return
+    out.state = attrs.evolve(state, dirty_templates=False)
+    if not cfg.agent_template_sync_enabled or not state.source(SourceKind.AGENT_TEMPLATES).known:
+        return
+    entries = list(state.entries.values())
+    for name in sorted(state.templates):
+        template = state.templates[name]
+        if not is_target(template, cfg):
+            continue
+        key = f"agenttemplate/{name}"
+        if template.shape_problem is not None:
+            ref = ObjectRef("kubeopencode.io/v1alpha1", "AgentTemplate", cfg.namespace, name, template.uid)
+            _announce(out, key, ref, Reason.UNEXPECTED_SHAPE.value, f"{name}: {template.shape_problem}")
+            continue
+        _forget(out, key)
+        patch = template_patch(template, entries, cfg)
+        if patch is not None:
+            command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
+            out.emit(command.key, command)
+
+
+def _rollouts(out: _Out) -> None:
+    state = out.state
+    if not state.dirty_rollouts:
+        return
+    out.state = attrs.evolve(state, dirty_rollouts=False)
+    observed = state.catalog
+    if (
+        not state.config.consumer_restart_enabled
+        or observed is None
+        or not observed.ready
+        or not observed.catalog_hash
+        or observed.fingerprint != state.desired_catalog_fingerprint
+        or not all(state.source(kind).known for kind in ROLLOUT_SOURCES)
+    ):
+        return  # roll only onto a catalog that is written and current
+    births = state.pod_birth
+    for pod in state.pods.values():
+        if pod.uid not in births:
+            births = births.set(pod.uid, state.initial_catalog_hash or "")
+    out.state = attrs.evolve(out.state, pod_birth=births)
+    ns = state.config.namespace
+    for target in targets(out.state):
+        if target.current_hash == observed.catalog_hash:
+            continue
+        if target.kind == "Pod":
+            command: Command = EvictPod(ns, target.name, target.uid, observed.catalog_hash)
+        else:
+            command = RollWorkload(ns, target.kind, target.name, observed.catalog_hash)
+        out.emit(command.key, command)

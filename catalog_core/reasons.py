@@ -1,0 +1,84 @@
+"""Stable reason codes (contracts B.5). A code, once published, keeps its meaning."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RouteState(StrEnum):
+    PUBLISHED = "published"
+    WITHHELD = "withheld"
+    ERROR = "error"
+    CONFLICT = "conflict"
+
+
+class Reason(StrEnum):
+    # published
+    PUBLISHED = "Published"
+    # withheld: a real state of the world, not bad input
+    NOT_READY = "NotReady"
+    HEALTH_CHECK_PENDING = "HealthCheckPending"
+    HEALTH_CHECK_FAILED = "HealthCheckFailed"
+    DISABLED = "Disabled"
+    DELETING = "Deleting"
+    PENDING = "Pending"  # waiting for LiteLLM to accept the route
+    ACTIVATION_NOT_FOUND = "ActivationNotFound"
+    ACTIVATION_DISABLED = "ActivationDisabled"
+    ENDPOINT_NOT_FOUND = "EndpointNotFound"
+    # error: bad input; the item keeps its last good route, if it had one
+    INVALID_JSON = "InvalidJSON"
+    INVALID_FIELD = "InvalidField"
+    MISSING_FIELD = "MissingField"
+    SECRET_NOT_FOUND = "SecretNotFound"
+    SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"
+    SECRET_NOT_ALLOWED = "SecretNotAllowed"
+    INLINE_KEY_REJECTED = "InlineKeyRejected"
+    UNTRUSTED_ENDPOINT = "UntrustedEndpoint"
+    LITELLM_REJECTED = "LiteLLMRejected"
+    LITELLM_UNAUTHORIZED = "LiteLLMUnauthorized"
+    UNEXPECTED_SHAPE = "UnexpectedShape"
+    # conflict: another item owns the name or the id
+    CONFLICT = "Conflict"
+    DUPLICATE_NAME = "DuplicateName"
+    ID_COLLISION = "IdCollision"
+    ID_TAKEN = "IdTaken"
+
+
+# Reasons that describe bad input: the item's last good route stays published.
+KEEPS_LAST_GOOD: frozenset[Reason] = frozenset(
+    {
+        Reason.INVALID_JSON,
+        Reason.INVALID_FIELD,
+        Reason.MISSING_FIELD,
+        Reason.SECRET_NOT_FOUND,
+        Reason.SECRET_KEY_NOT_FOUND,
+        Reason.SECRET_NOT_ALLOWED,
+        Reason.INLINE_KEY_REJECTED,
+        Reason.UNTRUSTED_ENDPOINT,
+    }
+)
+
+STATE_OF: dict[Reason, RouteState] = {
+    Reason.PUBLISHED: RouteState.PUBLISHED,
+    **dict.fromkeys(
+        (
+            Reason.NOT_READY,
+            Reason.HEALTH_CHECK_PENDING,
+            Reason.HEALTH_CHECK_FAILED,
+            Reason.DISABLED,
+            Reason.DELETING,
+            Reason.PENDING,
+            Reason.ACTIVATION_NOT_FOUND,
+            Reason.ACTIVATION_DISABLED,
+            Reason.ENDPOINT_NOT_FOUND,
+        ),
+        RouteState.WITHHELD,
+    ),
+    **dict.fromkeys(
+        (Reason.CONFLICT, Reason.DUPLICATE_NAME, Reason.ID_COLLISION, Reason.ID_TAKEN), RouteState.CONFLICT
+    ),
+}
+
+
+def state_of(reason: Reason) -> RouteState:
+    return STATE_OF.get(reason, RouteState.ERROR)

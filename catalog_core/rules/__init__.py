@@ -1,0 +1,1 @@
+"""Pure decision rules: each module one concern, each a function of values."""

@@ -1,0 +1,239 @@
+"""Each source item's claim to a route: the route, or the reason it has none (contracts A, B.3, C.4, C.8)."""
+
+from __future__ import annotations
+
+import re
+
+from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
+from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
+from catalog_core.rules.routes import external_route, freetoken_route, kubeai_route
+from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef
+from catalog_core.sources.secret import allowed_by_name
+from catalog_core.state import Candidate, CatalogState, DesiredRoute
+from catalog_core.values import ModelType, Source, parse_model_type
+
+KUBEAI = "kubeai/"
+EXTERNAL = "external/"
+ACTIVATION = "activation/"
+FREETOKEN = "freetoken/"
+
+_ENDPOINT = re.compile(r"^(https?)://([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(?::(\d{1,5}))?(/[^\s?#]*)?$")
+
+
+def item_source(item: str) -> Source:
+    prefix = item.split("/", 1)[0]
+    return {"kubeai": Source.KUBEAI, "external": Source.EXTERNAL, "activation": Source.ACTIVATION}.get(
+        prefix, Source.FREETOKEN
+    )
+
+
+def candidate(state: CatalogState, item: str) -> Candidate | None:
+    """None when the item does not exist (or is not a catalog item, e.g. a local activation)."""
+    kind, _, key = item.partition("/")
+    if kind == "kubeai":
+        return _kubeai(state, item, key)
+    if kind == "external":
+        return _external(state, item, key)
+    if kind == "activation":
+        return _activation(state, item, key)
+    if kind == "freetoken":
+        return _freetoken(state, item, key)
+    return None
+
+
+def _with_last_good(
+    state: CatalogState, base: Candidate, reason: Reason, message: str, refs: tuple[str, ...] = ()
+) -> Candidate:
+    """Bad input keeps the item's last good route (C.4); other reasons withdraw it."""
+    route = state.last_good.get(base.item) if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING else None
+    return Candidate(base.item, base.source, base.name, base.involved_uid, route, reason, message, refs)
+
+
+def _kubeai(state: CatalogState, item: str, name: str) -> Candidate | None:
+    model = state.kubeai.get(name)
+    if model is None:
+        return None
+    base = Candidate(item, Source.KUBEAI, model.name, model.uid, None, Reason.PUBLISHED)
+    if not model.ready:
+        return _with_last_good(
+            state, base, Reason.NOT_READY, "status.replicas.ready is not a positive number"
+        )
+    if model.problem is not None:
+        return _with_last_good(state, base, model.problem.reason, model.problem.message)
+    route = kubeai_route(model, item, state.config)
+    return Candidate(item, Source.KUBEAI, model.name, model.uid, route, Reason.PUBLISHED)
+
+
+def _resolve_key(
+    state: CatalogState, spec: SecretKeyRef | InlineKey | None, for_activation: bool
+) -> tuple[ApiKeyRef | None, Reason | None, str, tuple[str, ...]]:
+    if spec is None:
+        return None, None, "", ()
+    if isinstance(spec, InlineKey):
+        return InlineKeyRef(spec.fingerprint), None, "", ()
+    refs = (f"secret/{spec.name}",)
+    ns = state.config.namespace
+    if spec.name not in state.secrets_scope:
+        return None, Reason.PENDING, f"waiting for Secret {ns}/{spec.name} to be read", refs
+    secret = state.secrets.get(spec.name)
+    if secret is None:
+        if for_activation and not allowed_by_name(spec.name):
+            return (
+                None,
+                Reason.SECRET_NOT_ALLOWED,
+                f"Secret {ns}/{spec.name} does not exist or is not a model-provider Secret "
+                "(label appliance.magicstick.dev/model-provider-secret=true or name ai-model-provider-*)",
+                refs,
+            )
+        return None, Reason.SECRET_NOT_FOUND, f"Secret {ns}/{spec.name} not found", refs
+    if for_activation and not secret.allowed_for_activations:
+        return (
+            None,
+            Reason.SECRET_NOT_ALLOWED,
+            f"Secret {ns}/{spec.name} is not a model-provider Secret "
+            "(label appliance.magicstick.dev/model-provider-secret=true or name ai-model-provider-*)",
+            refs,
+        )
+    if spec.key not in secret.keys:
+        return None, Reason.SECRET_KEY_NOT_FOUND, f"Secret {ns}/{spec.name} has no key {spec.key!r}", refs
+    key = SecretKey(
+        ns, spec.name, spec.key, secret.uid, secret.resource_version, secret.fingerprint(spec.key)
+    )
+    return key, None, "", refs
+
+
+def _external_claim(
+    state: CatalogState, base: Candidate, model: ExternalModel, source: Source, for_activation: bool
+) -> Candidate:
+    if not model.enabled:
+        return _with_last_good(state, base, Reason.DISABLED, "enabled is false")
+    api_key, reason, message, refs = _resolve_key(state, model.api_key, for_activation)
+    if reason is not None:
+        return _with_last_good(state, base, reason, message, refs)
+    route = external_route(model, base.item, source, api_key)
+    return Candidate(base.item, source, base.name, base.involved_uid, route, Reason.PUBLISHED, "", refs)
+
+
+def _external(state: CatalogState, item: str, name: str) -> Candidate | None:
+    entry = state.external_items.get(name)
+    if entry is None:
+        return None
+    base = Candidate(item, Source.EXTERNAL, entry.name, state.external_uid, None, Reason.PUBLISHED)
+    if entry.problem is not None or entry.model is None:
+        problem = entry.problem
+        reason = problem.reason if problem else Reason.INVALID_FIELD
+        return _with_last_good(state, base, reason, problem.message if problem else "")
+    return _external_claim(state, base, entry.model, Source.EXTERNAL, for_activation=False)
+
+
+def _activation(state: CatalogState, item: str, name: str) -> Candidate | None:
+    activation = state.activations.get(name)
+    if activation is None or activation.kind != "external":
+        return None
+    base = Candidate(item, Source.ACTIVATION, activation.name, activation.uid, None, Reason.PUBLISHED)
+    if activation.deleting:
+        return _with_last_good(state, base, Reason.DELETING, "the ModelActivation is being deleted")
+    if not activation.enabled:
+        return _with_last_good(state, base, Reason.DISABLED, "spec.enabled is false")
+    if activation.problem is not None or activation.external is None:
+        problem = activation.problem
+        reason = problem.reason if problem else Reason.MISSING_FIELD
+        return _with_last_good(
+            state, base, reason, problem.message if problem else "spec.external is required"
+        )
+    return _external_claim(state, base, activation.external, Source.ACTIVATION, for_activation=True)
+
+
+def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
+    """(service name, health URL) when ``url`` is an in-cluster Service URL in NAMESPACE (B.3)."""
+    match = _ENDPOINT.match(url.strip())
+    if match is None:
+        return None
+    scheme, host, _, port, _ = match.groups()
+    parts = host.split(".")
+    ns = state.config.namespace
+    if (
+        len(parts) < 2
+        or parts[1] != ns
+        or tuple(parts[2:]) not in ((), ("svc",), ("svc", "cluster", "local"))
+    ):
+        return None
+    service = parts[0]
+    if service not in state.services:
+        return None
+    origin = f"{scheme}://{host}" + (f":{port}" if port else "")
+    return service, f"{origin}/health"
+
+
+def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
+    runtime = state.runtimes.get(name)
+    if runtime is None:
+        return None
+    model_name = runtime.activation or runtime.name
+    base = Candidate(item, Source.FREETOKEN, model_name, runtime.uid, None, Reason.PUBLISHED)
+    refs: tuple[str, ...] = (f"activation/{runtime.activation}",) if runtime.activation else ()
+    activation = state.activations.get(runtime.activation) if runtime.activation else None
+    if activation is None:
+        why = (
+            "label appliance.magicstick.dev/modelactivation is missing"
+            if runtime.activation is None
+            else f"ModelActivation {state.config.appliance_namespace}/{runtime.activation} not found"
+        )
+        return _with_last_good(state, base, Reason.ACTIVATION_NOT_FOUND, why, refs)
+    if not activation.active:
+        reason = Reason.DELETING if activation.deleting else Reason.ACTIVATION_DISABLED
+        return _with_last_good(state, base, reason, f"ModelActivation {activation.name} is not active", refs)
+    if not runtime.ready:
+        return _with_last_good(state, base, Reason.NOT_READY, runtime.not_ready_because, refs)
+    if runtime.problem is not None:
+        return _with_last_good(state, base, runtime.problem.reason, runtime.problem.message, refs)
+    ns = state.config.namespace
+    if runtime.endpoint_annotation is not None:
+        endpoint = runtime.endpoint_annotation
+        service_name = _service_of(endpoint)
+        if service_name:
+            refs = (*refs, f"service/{service_name}")
+        trusted = trusted_endpoint(state, endpoint)
+        if trusted is None:
+            return _with_last_good(
+                state,
+                base,
+                Reason.UNTRUSTED_ENDPOINT,
+                f"endpoint {endpoint!r} is not the URL of a Service in namespace {ns}",
+                refs,
+            )
+        health_url = trusted[1]
+    else:
+        refs = (*refs, f"service/{runtime.name}")
+        service = state.services.get(runtime.name)
+        if service is None:
+            return _with_last_good(
+                state,
+                base,
+                Reason.ENDPOINT_NOT_FOUND,
+                f"no ai-appliance.io/endpoint and no Service {ns}/{runtime.name}",
+                refs,
+            )
+        port = f":{service.port}" if service.port else ""
+        origin = f"http://{runtime.name}.{ns}.svc.cluster.local{port}"
+        endpoint, health_url = f"{origin}/v1", f"{origin}/health"
+    health = state.health.get(runtime.name)
+    model_type = parse_model_type(activation.model_type_hint, "spec.modelType")
+    kind = model_type if isinstance(model_type, ModelType) else ModelType.CHAT
+    route: DesiredRoute = freetoken_route(runtime, model_name, endpoint, kind, item)
+    if health is None or health.url != health_url or not health.healthy:
+        failed = health is not None and health.url == health_url and health.failures >= 2
+        reason = Reason.HEALTH_CHECK_FAILED if failed else Reason.HEALTH_CHECK_PENDING
+        detail = health.detail if health is not None and health.url == health_url else ""
+        message = f"GET {health_url}: {detail}" if detail else f"waiting for GET {health_url} to succeed"
+        return Candidate(
+            item, Source.FREETOKEN, model_name, runtime.uid, None, reason, message, refs, health_url
+        )
+    return Candidate(
+        item, Source.FREETOKEN, model_name, runtime.uid, route, Reason.PUBLISHED, "", refs, health_url
+    )
+
+
+def _service_of(url: str) -> str | None:
+    match = _ENDPOINT.match(url.strip())
+    return match.group(2).split(".")[0] if match else None

@@ -1,0 +1,159 @@
+"""The Mesh-aware catalog: logical models from our routes and the rows LiteLLM reports (contracts B.4).
+
+An entry is rebuilt only when something under its logical name changed.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from catalog_core.events import SourceKind
+from catalog_core.sources.litellm_row import LiteLLMRow
+from catalog_core.state import CatalogEntry, CatalogState, DesiredRoute, RouteRef
+from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, Source, logical_name
+
+_FAMILY_SOURCES = {
+    "kubeai": (SourceKind.KUBEAI_MODELS,),
+    "external": (SourceKind.EXTERNAL_MODELS, SourceKind.MODEL_ACTIVATIONS, SourceKind.SECRETS),
+    "freetoken": (SourceKind.FREETOKEN_DEPLOYMENTS, SourceKind.MODEL_ACTIVATIONS, SourceKind.SERVICES),
+}
+_BIG = 1 << 62
+
+
+@attrs.frozen
+class RouteView:
+    id: str
+    model_name: str
+    owner: str
+    owned: bool
+    local: bool
+    order: int | None
+    locality: str
+    model_type: ModelType
+    litellm_model: str
+    api_base: str | None
+    context_window: int | None
+    max_output_tokens: int | None
+    display_name: str | None
+    source: str
+
+
+def _from_route(route: DesiredRoute) -> RouteView:
+    return RouteView(
+        id=route.id,
+        model_name=route.model_name,
+        owner=OWNER,
+        owned=True,
+        local=route.locality == "local",
+        order=route.order,
+        locality=route.locality,
+        model_type=route.model_type,
+        litellm_model=route.litellm_model,
+        api_base=route.api_base,
+        context_window=route.context_window,
+        max_output_tokens=route.max_output_tokens,
+        display_name=None,
+        source=route.source.value if route.source is not Source.ACTIVATION else "external",
+    )
+
+
+def _from_row(row: LiteLLMRow, owned: bool) -> RouteView:
+    return RouteView(
+        id=row.id,
+        model_name=row.model_name,
+        owner=OWNER if owned else (row.owner or "litellm"),
+        owned=owned,
+        local=row.locality == "local",
+        order=row.order,
+        locality=row.locality,
+        model_type=row.model_type,
+        litellm_model=row.litellm_model,
+        api_base=row.api_base,
+        context_window=row.context_window,
+        max_output_tokens=row.max_output_tokens,
+        display_name=row.display_name,
+        source=row.source,
+    )
+
+
+def row_source_known(state: CatalogState, row: LiteLLMRow) -> bool:
+    """Whether every source that could claim this owned row has been read (else the row is held as it is)."""
+    family = row.id.removeprefix("ai-appliance-").split("-", 1)[0]
+    return all(state.source(kind).known for kind in _FAMILY_SOURCES.get(family, ()))
+
+
+def published_route(state: CatalogState, rid: str) -> DesiredRoute | None:
+    """The winning route for ``rid`` if LiteLLM holds a row of ours under that id."""
+    item = state.winners.get(rid)
+    if item is None:
+        return None
+    row = state.rows.get(rid)
+    if row is None or not row.ours:
+        return None
+    return state.candidates[item].route
+
+
+def views_for(state: CatalogState, logical: str) -> list[RouteView]:
+    views: list[RouteView] = []
+    seen: set[str] = set()
+    for name in (logical, *(p + logical for p in ALIAS_PREFIXES if p != "share/")):
+        for item in state.by_name.get(name, frozenset()):
+            cand = state.candidates[item]
+            if cand.route is None or state.winners.get(cand.route.id) != item:
+                continue
+            route = published_route(state, cand.route.id)
+            if route is not None:
+                views.append(_from_route(route))
+                seen.add(route.id)
+    for rid in state.rows_by_logical.get(logical, frozenset()):
+        row = state.rows[rid]
+        if rid in seen or row.export_only:
+            continue
+        if row.ours:
+            # An owned row nobody claims is being withdrawn, unless its sources are unknown: then hold it.
+            if rid in state.winners or row_source_known(state, row):
+                continue
+            views.append(_from_row(row, owned=True))
+        else:
+            views.append(_from_row(row, owned=False))
+    return views
+
+
+def _metadata_key(view: RouteView) -> tuple[int, int, str, str]:
+    """The entry's metadata comes from the lowest-order row, owned local rows first."""
+    return (
+        0 if view.owned and view.local else 1,
+        view.order if view.order is not None else _BIG,
+        view.owner,
+        view.id,
+    )
+
+
+def entry_for(state: CatalogState, logical: str) -> CatalogEntry | None:
+    views = views_for(state, logical)
+    primary = [v for v in views if v.model_name == logical]
+    if not primary:
+        return None  # aliases alone do not make an entry: requests to litellm/<logical> would fail
+    meta = min(primary, key=_metadata_key)
+    routes = sorted(
+        {RouteRef(v.order, v.locality, v.owner) for v in primary},
+        key=lambda r: (r.order if r.order is not None else _BIG, r.locality, r.owner),
+    )
+    aliases = sorted({v.model_name for v in views if v.model_name != logical})
+    return CatalogEntry(
+        id=logical,
+        name=meta.display_name or logical,
+        model_type=meta.model_type,
+        source=meta.source,
+        managed=meta.owned,
+        litellm_model=meta.litellm_model,
+        api_base=meta.api_base,
+        context_window=meta.context_window,
+        max_output_tokens=meta.max_output_tokens,
+        routes=tuple(routes),
+        aliases=tuple(aliases),
+    )
+
+
+def logical_of_route(route: DesiredRoute) -> str:
+    return logical_name(route.model_name)

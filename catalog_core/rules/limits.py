@@ -1,0 +1,33 @@
+"""Token limits for agent configs (contracts A.5)."""
+
+from __future__ import annotations
+
+from catalog_core.config import CatalogConfig
+
+
+def opencode_limits(
+    context_window: int | None, max_output: int | None, config: CatalogConfig
+) -> tuple[int, int]:
+    """context = C or the default; output = min(O or the default, context)."""
+    context = context_window or config.opencode_default_context_tokens
+    output = min(max_output or config.opencode_default_output_tokens, context)
+    return context, output
+
+
+def paperclip_limits(
+    context_window: int | None, max_output: int | None, config: CatalogConfig
+) -> tuple[int, int]:
+    """From the OpenCode pair (P, o): leave headroom, cap output (20000/8192 -> 15904/3976)."""
+    p, o = opencode_limits(context_window, max_output, config)
+    h = config.paperclip_headroom_tokens
+    headroom = min(h, max(1, p // 4), p - 1) if p > 1 and h > 0 else 0
+    context = p - headroom
+    output = min(o, config.paperclip_max_output_tokens, max(1, context // 4))
+    return context, output
+
+
+def openclaw_compaction(context_window: int | None) -> dict[str, int]:
+    """From the default chat model's context window (20000 -> 4096/0, 8192 -> 2048/0, else floor 20000)."""
+    if context_window is not None and 0 < context_window <= 32768:
+        return {"reserveTokens": max(1024, min(4096, context_window // 4)), "reserveTokensFloor": 0}
+    return {"reserveTokensFloor": 20000}

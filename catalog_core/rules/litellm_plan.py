@@ -1,0 +1,53 @@
+"""Desired route versus observed row -> the one LiteLLM write that closes the gap (contracts B.1, C.2)."""
+
+from __future__ import annotations
+
+from catalog_core.commands import (
+    CreateLiteLLMModel,
+    DeleteLiteLLMModel,
+    LiteLLMCommand,
+    RecreateLiteLLMModel,
+    UpdateLiteLLMModel,
+)
+from catalog_core.rules.entries import row_source_known
+from catalog_core.sources.litellm_row import LiteLLMRow
+from catalog_core.state import CatalogState, DesiredRoute
+
+# Keys LiteLLM keeps once set: an update cannot remove them, only a fresh row can.
+_STICKY_PARAMS = ("api_base", "api_version", "custom_llm_provider", "tpm", "rpm", "order")
+_STICKY_INFO = ("max_input_tokens", "max_output_tokens", "features", "ai_appliance_scheduler")
+
+
+def row_matches(route: DesiredRoute, row: LiteLLMRow) -> bool:
+    """Every field we set reads back as we set it (api_key aside: LiteLLM never returns it)."""
+    if row.model_name != route.model_name:
+        return False
+    params, info = row.litellm_params.value(), row.model_info.value()
+    want_params, want_info = route.litellm_params.value(), route.model_info.value()
+    return all(params.get(k) == v for k, v in want_params.items()) and all(
+        info.get(k) == v for k, v in want_info.items()
+    )
+
+
+def needs_recreate(route: DesiredRoute, row: LiteLLMRow) -> bool:
+    params, info = row.litellm_params.value(), row.model_info.value()
+    want_params, want_info = route.litellm_params.value(), route.model_info.value()
+    return any(k in params and k not in want_params for k in _STICKY_PARAMS) or any(
+        k in info and k not in want_info for k in _STICKY_INFO
+    )
+
+
+def litellm_command(state: CatalogState, rid: str) -> LiteLLMCommand | None:
+    item = state.winners.get(rid)
+    route = state.candidates[item].route if item is not None else None
+    row = state.rows.get(rid)
+    if route is not None:
+        args = (route.id, route.model_name, route.litellm_params, route.model_info, route.api_key)
+        if row is None:
+            return CreateLiteLLMModel(*args)
+        if not row.ours or row_matches(route, row):
+            return None  # a foreign row is never touched (B.1)
+        return RecreateLiteLLMModel(*args) if needs_recreate(route, row) else UpdateLiteLLMModel(*args)
+    if row is not None and row.ours and row_source_known(state, row):
+        return DeleteLiteLLMModel(rid)
+    return None

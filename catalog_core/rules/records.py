@@ -1,0 +1,58 @@
+"""routes.json records (contracts B.5) and the Kubernetes objects they are about."""
+
+from __future__ import annotations
+
+from catalog_core.commands import ObjectRef
+from catalog_core.reasons import Reason, RouteState, state_of
+from catalog_core.rules.entries import published_route
+from catalog_core.state import CatalogState, RouteRecord
+from catalog_core.values import logical_name
+
+
+def record_for(state: CatalogState, item: str) -> RouteRecord | None:
+    cand = state.candidates.get(item)
+    if cand is None:
+        return None
+    source, name = cand.source.value, cand.name
+    logical = logical_name(name)
+    route = cand.route
+    if route is None:
+        return RouteRecord(source, name, logical, state_of(cand.reason), cand.reason, cand.message)
+    loss = state.losses.get(item)
+    if loss is not None:
+        return RouteRecord(source, name, logical, RouteState.CONFLICT, loss[0], loss[1], route.id)
+    key = f"litellm/{route.id}"
+    failure = state.failures.get(key)
+    published = published_route(state, route.id) is not None
+    if failure is not None and key not in state.inflight:
+        return RouteRecord(
+            source, name, logical, RouteState.ERROR, failure.reason, failure.detail, route.id, published
+        )
+    if cand.reason is not Reason.PUBLISHED:
+        # Bad input while the last good route stays (C.4), or a Secret not read yet.
+        return RouteRecord(
+            source, name, logical, state_of(cand.reason), cand.reason, cand.message, route.id, published
+        )
+    if published:
+        return RouteRecord(source, name, logical, RouteState.PUBLISHED, Reason.PUBLISHED, "", route.id)
+    return RouteRecord(
+        source, name, logical, RouteState.WITHHELD, Reason.PENDING, "waiting for LiteLLM", route.id
+    )
+
+
+def involved_object(state: CatalogState, item: str) -> ObjectRef | None:
+    cand = state.candidates.get(item)
+    kind, _, key = item.partition("/")
+    cfg = state.config
+    uid = cand.involved_uid if cand is not None else ""
+    if kind == "kubeai":
+        return ObjectRef("kubeai.org/v1", "Model", cfg.namespace, key, uid)
+    if kind == "external":
+        return ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.external_uid)
+    if kind == "activation":
+        return ObjectRef(
+            "appliance.magicstick.dev/v1alpha1", "ModelActivation", cfg.appliance_namespace, key, uid
+        )
+    if kind == "freetoken":
+        return ObjectRef("apps/v1", "Deployment", cfg.namespace, key, uid)
+    return None

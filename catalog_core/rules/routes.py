@@ -1,0 +1,188 @@
+"""Desired LiteLLM deployments for each kind of source (contracts A.1-A.3, B.2, B.3, C.2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog_core.commands import ApiKeyRef, LiteralKey, SecretKey
+from catalog_core.config import CatalogConfig
+from catalog_core.jsonval import Json, canonical, short_hash
+from catalog_core.sources.external import ExternalModel
+from catalog_core.sources.freetoken import FreeTokenRuntime
+from catalog_core.sources.kubeai import KubeAIModel
+from catalog_core.state import DesiredRoute
+from catalog_core.values import ID_FAMILY, OWNER, ModelType, Source, route_id
+
+SPEC_HASH_KEY = "ai_appliance_spec_hash"
+NO_KEY = LiteralKey("none")
+
+
+def key_identity(api_key: ApiKeyRef | None) -> Any:
+    """What a key contributes to the spec hash: never its value (contracts C.2)."""
+    if api_key is None:
+        return None
+    if isinstance(api_key, LiteralKey):
+        return api_key.value
+    if isinstance(api_key, SecretKey):
+        return {
+            "secret": api_key.name,
+            "key": api_key.key,
+            "uid": api_key.uid,
+            "rv": api_key.resource_version,
+        }
+    return {"inline": api_key.fingerprint}
+
+
+def spec_hash(
+    model_name: str, params: dict[str, Any], info: dict[str, Any], api_key: ApiKeyRef | None
+) -> str:
+    return short_hash(
+        canonical(
+            {"v": 1, "model_name": model_name, "params": params, "info": info, "key": key_identity(api_key)}
+        )
+    )
+
+
+def _scheduler(
+    engine: str, compute_target: str, context: int | None, max_output: int | None, max_num_seqs: int | None
+) -> dict[str, Any]:
+    """Trusted scheduler metadata of a ready local route (B.2). No replica counts: they change too often."""
+    out: dict[str, Any] = {
+        "trusted": True,
+        "locality": "local",
+        "engine": engine,
+        "computeTarget": compute_target,
+    }
+    if context is not None:
+        out["contextWindow"] = context
+    if max_output is not None:
+        out["maxOutputTokens"] = max_output
+    if max_num_seqs is not None:
+        out["maxNumSeqs"] = max_num_seqs
+    return out
+
+
+def _finish(
+    *,
+    source: Source,
+    item: str,
+    name: str,
+    params: dict[str, Any],
+    info: dict[str, Any],
+    api_key: ApiKeyRef | None,
+    model_type: ModelType,
+    locality: str,
+    context: int | None,
+    max_output: int | None,
+) -> DesiredRoute:
+    rid = route_id(source, name)
+    family = ID_FAMILY[source]
+    model_info: dict[str, Any] = {
+        "id": rid,
+        "ai_appliance_managed": True,
+        "ai_appliance_owner": OWNER,
+        "ai_appliance_source": family,
+        "ai_appliance_type": model_type.value,
+        "source": family,
+        **info,
+    }
+    if context is not None:
+        model_info["max_input_tokens"] = context
+    if max_output is not None:
+        model_info["max_output_tokens"] = max_output
+    digest = spec_hash(name, params, model_info, api_key)
+    model_info[SPEC_HASH_KEY] = digest
+    order = params.get("order")
+    return DesiredRoute(
+        id=rid,
+        source=source,
+        item=item,
+        model_name=name,
+        litellm_params=Json.of(params),
+        model_info=Json.of(model_info),
+        api_key=api_key,
+        spec_hash=digest,
+        model_type=model_type,
+        locality=locality,
+        order=order if isinstance(order, int) else None,
+        litellm_model=str(params["model"]),
+        api_base=params.get("api_base"),
+        context_window=context,
+        max_output_tokens=max_output,
+    )
+
+
+def kubeai_route(model: KubeAIModel, item: str, config: CatalogConfig) -> DesiredRoute:
+    return _finish(
+        source=Source.KUBEAI,
+        item=item,
+        name=model.name,
+        params={"model": f"openai/{model.name}", "api_base": config.kubeai_api_base, "order": 0},
+        info={
+            "features": list(model.features),
+            "ai_appliance_scheduler": _scheduler(
+                model.engine,
+                model.compute_target,
+                model.context_window,
+                model.max_output_tokens,
+                model.max_num_seqs,
+            ),
+        },
+        api_key=NO_KEY,
+        model_type=model.model_type,
+        locality="local",
+        context=model.context_window,
+        max_output=model.max_output_tokens,
+    )
+
+
+def external_route(
+    model: ExternalModel, item: str, source: Source, api_key: ApiKeyRef | None
+) -> DesiredRoute:
+    params: dict[str, Any] = {"model": model.litellm_model}
+    for key, value in (
+        ("api_base", model.api_base),
+        ("api_version", model.api_version),
+        ("custom_llm_provider", model.custom_llm_provider),
+        ("tpm", model.tpm),
+        ("rpm", model.rpm),
+    ):
+        if value is not None:
+            params[key] = value
+    return _finish(
+        source=source,
+        item=item,
+        name=model.name,
+        params=params,
+        info={},
+        api_key=api_key,
+        model_type=model.model_type,
+        locality="external",
+        context=model.context_window,
+        max_output=model.max_output_tokens,
+    )
+
+
+def freetoken_route(
+    runtime: FreeTokenRuntime, name: str, endpoint: str, model_type: ModelType, item: str
+) -> DesiredRoute:
+    return _finish(
+        source=Source.FREETOKEN,
+        item=item,
+        name=name,
+        params={"model": f"openai/{name}", "api_base": endpoint, "order": 0},
+        info={
+            "ai_appliance_scheduler": _scheduler(
+                runtime.engine,
+                runtime.compute_target,
+                runtime.context_window,
+                runtime.max_output_tokens,
+                runtime.max_num_seqs,
+            ),
+        },
+        api_key=NO_KEY,
+        model_type=model_type,
+        locality="local",
+        context=runtime.context_window,
+        max_output=runtime.max_output_tokens,
+    )

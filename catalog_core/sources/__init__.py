@@ -1,0 +1,1 @@
+"""Named constructors: raw Kubernetes / LiteLLM objects in, typed values or typed problems out."""

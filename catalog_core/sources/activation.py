@@ -1,0 +1,60 @@
+"""``ModelActivation`` (appliance.magicstick.dev/v1alpha1) — contracts A.3, C.8."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core import raw
+from catalog_core.sources.common import Problem
+from catalog_core.sources.external import ExternalModel, parse_definition
+
+
+@attrs.frozen
+class ModelActivation:
+    name: str
+    uid: str
+    kind: str  # spec.type: "external" publishes directly; local ones reach us through their runtime
+    enabled: bool
+    deleting: bool
+    model_type_hint: str | None
+    external: ExternalModel | None = None
+    problem: Problem | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and not self.deleting
+
+    @classmethod
+    def from_k8s(cls, obj: Mapping[str, Any], namespace: str) -> ModelActivation | None:
+        """``namespace`` is where provider Secrets live (NAMESPACE, contracts A.2)."""
+        name = raw.name_of(obj)
+        if not name:
+            return None
+        spec = raw.mapping(obj, "spec")
+        kind = spec.get("type")
+        kind = kind.strip().lower() if isinstance(kind, str) else ""
+        hint = spec.get("modelType")
+        external: ExternalModel | None = None
+        problem: Problem | None = None
+        if kind == "external":
+            parsed = parse_definition(
+                spec.get("external") if spec.get("external") is not None else {},
+                name,
+                inline_keys_allowed=False,
+                namespace=namespace,
+                model_type_hint=hint,
+            )
+            external, problem = parsed.model, parsed.problem
+        return cls(
+            name=name,
+            uid=raw.uid_of(obj),
+            kind=kind,
+            enabled=spec.get("enabled") is not False,
+            deleting=raw.path(obj, "metadata", "deletionTimestamp") is not None,
+            model_type_hint=hint if isinstance(hint, str) else None,
+            external=external,
+            problem=problem,
+        )

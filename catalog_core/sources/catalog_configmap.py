@@ -1,0 +1,36 @@
+"""The observed ``ConfigMap/ai-model-catalog``: what is published now."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core import raw
+from catalog_core.jsonval import canonical, short_hash
+from catalog_core.sources.common import CATALOG_HASH_ANNOTATION
+
+READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
+
+
+def data_fingerprint(data: Mapping[str, str]) -> str:
+    return short_hash(canonical(dict(data)), 32)
+
+
+@attrs.frozen
+class ObservedCatalog:
+    resource_version: str
+    catalog_hash: str | None
+    fingerprint: str
+    ready: bool
+
+    @classmethod
+    def from_k8s(cls, obj: Mapping[str, Any]) -> ObservedCatalog:
+        data = raw.string_map(obj, "data")
+        return cls(
+            resource_version=raw.resource_version_of(obj),
+            catalog_hash=raw.string_map(obj, "metadata", "annotations").get(CATALOG_HASH_ANNOTATION),
+            fingerprint=data_fingerprint(data),
+            ready=data.get(READY_KEY, "").strip().lower() == "true",
+        )

@@ -1,0 +1,103 @@
+"""Consumer pods and the workloads that own them — contracts A.6, C.6."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core import raw
+from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, CONSUMER_MARK
+
+ROLLABLE_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+def is_consumer(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """Contracts A.6: the consumer mark, or one of the known apps."""
+    if labels.get(CONSUMER_MARK) == "true" or annotations.get(CONSUMER_MARK) == "true":
+        return True
+    if labels.get("app") == "anything-llm":
+        return True
+    instance = labels.get("app.kubernetes.io/instance")
+    name = labels.get("app.kubernetes.io/name")
+    component = labels.get("app.kubernetes.io/component")
+    return (
+        (instance == "hermes" and name == "hermes-agent")
+        or (instance == "openclaw" and name == "openclaw")
+        or (instance == "paperclip" and component == "server")
+    )
+
+
+def controller_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of the controlling ownerReference, if any."""
+    refs = raw.path(obj, "metadata", "ownerReferences")
+    chosen: tuple[str, str] | None = None
+    for ref in refs if isinstance(refs, list) else []:
+        kind, name = raw.string(ref, "kind"), raw.string(ref, "name")
+        if not kind or not name:
+            continue
+        if raw.path(ref, "controller") is True:
+            return kind, name
+        chosen = chosen or (kind, name)
+    return chosen
+
+
+@attrs.frozen
+class ConsumerPod:
+    name: str
+    uid: str
+    owner_kind: str | None
+    owner_name: str | None
+    catalog_hash: str | None  # the pod's own annotation, when its creator stamps one
+    terminating: bool
+
+    @classmethod
+    def from_k8s(cls, obj: Mapping[str, Any]) -> ConsumerPod | None:
+        """None for pods that are not consumers."""
+        name = raw.name_of(obj)
+        labels = raw.string_map(obj, "metadata", "labels")
+        annotations = raw.string_map(obj, "metadata", "annotations")
+        if not name or not is_consumer(labels, annotations):
+            return None
+        owner = controller_owner(obj)
+        return cls(
+            name=name,
+            uid=raw.uid_of(obj),
+            owner_kind=owner[0] if owner else None,
+            owner_name=owner[1] if owner else None,
+            catalog_hash=annotations.get(CATALOG_HASH_ANNOTATION),
+            terminating=raw.path(obj, "metadata", "deletionTimestamp") is not None,
+        )
+
+
+@attrs.frozen
+class ReplicaSetOwner:
+    name: str
+    deployment: str | None
+
+    @classmethod
+    def from_k8s(cls, obj: Mapping[str, Any]) -> ReplicaSetOwner | None:
+        name = raw.name_of(obj)
+        if not name:
+            return None
+        owner = controller_owner(obj)
+        return cls(name, owner[1] if owner and owner[0] == "Deployment" else None)
+
+
+@attrs.frozen
+class Workload:
+    """A Deployment, StatefulSet or DaemonSet: the catalog hash its pod template carries."""
+
+    kind: str
+    name: str
+    uid: str
+    template_hash: str | None
+
+    @classmethod
+    def from_k8s(cls, obj: Mapping[str, Any], kind: str) -> Workload | None:
+        name = raw.name_of(obj)
+        if not name:
+            return None
+        annotations = raw.string_map(obj, "spec", "template", "metadata", "annotations")
+        return cls(kind, name, raw.uid_of(obj), annotations.get(CATALOG_HASH_ANNOTATION))

@@ -1,0 +1,252 @@
+"""External model definitions: items of ``models.json`` (contracts A.2), shared by ModelActivations (A.3).
+
+Keys are read in the contract's order ("first wins"). Only whitelisted keys are
+copied, so user-supplied ``order`` and ``ai_appliance_*`` keys are dropped (B.2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core import raw
+from catalog_core.reasons import Reason
+from catalog_core.redact import INLINE_KEY_FIELDS, INVALID_JSON_MARKER, fingerprint, redacted_fingerprint
+from catalog_core.sources.common import Problem
+from catalog_core.values import MAX_RATE, MAX_TOKENS, FieldError, ModelType, parse_model_type, positive_int
+
+_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
+
+
+@attrs.frozen
+class SecretKeyRef:
+    name: str
+    key: str
+
+
+@attrs.frozen
+class InlineKey:
+    """An API key written in the definition itself; only its fingerprint is known to the core."""
+
+    fingerprint: str
+
+
+ApiKeySpec = SecretKeyRef | InlineKey | None
+
+
+@attrs.frozen
+class ExternalModel:
+    name: str
+    enabled: bool
+    litellm_model: str
+    api_base: str | None
+    api_key: ApiKeySpec
+    api_version: str | None = None
+    custom_llm_provider: str | None = None
+    tpm: int | None = None
+    rpm: int | None = None
+    model_type: ModelType = ModelType.CHAT
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+
+
+@attrs.frozen
+class ExternalItem:
+    """One definition: a model, or the problem that stops it (``name`` may be a position when unnamed)."""
+
+    name: str
+    model: ExternalModel | None
+    problem: Problem | None
+
+
+def _first(item: Mapping[str, Any], *paths: tuple[str, ...]) -> tuple[str, Any]:
+    """The first present, non-null value among ``paths`` and its dotted name."""
+    for p in paths:
+        value = raw.path(item, *p)
+        if value is not None:
+            return ".".join(p), value
+    return ".".join(paths[0]), None
+
+
+def parse_definition(
+    item: Any, name: str | None, *, inline_keys_allowed: bool, namespace: str, model_type_hint: Any = None
+) -> ExternalItem:
+    """Read one definition. ``name`` overrides the item's own name (ModelActivations use metadata.name)."""
+    if not isinstance(item, Mapping):
+        return ExternalItem(
+            name or "?", None, Problem(Reason.INVALID_FIELD, "a model definition must be an object")
+        )
+    if name is None:
+        raw_name = item.get("name")
+        if not isinstance(raw_name, str) or not raw_name.strip():
+            return ExternalItem("?", None, Problem(Reason.MISSING_FIELD, "name is required"))
+        name = raw_name.strip()
+    problems: list[tuple[Reason, str]] = []
+
+    def text(*paths: tuple[str, ...]) -> str | None:
+        field, value = _first(item, *paths)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            problems.append((Reason.INVALID_FIELD, f"{field} must be a string"))
+            return None
+        return value.strip() or None
+
+    def number(maximum: int, *paths: tuple[str, ...]) -> int | None:
+        field, value = _first(item, *paths)
+        parsed = positive_int(value, field, maximum)
+        if isinstance(parsed, FieldError):
+            problems.append((Reason.INVALID_FIELD, parsed.message))
+            return None
+        return parsed
+
+    enabled = item.get("enabled") is not False
+    litellm_model = text(("litellm", "model"), ("model",))
+    if litellm_model is None and not any(r == Reason.INVALID_FIELD for r, _ in problems):
+        problems.append((Reason.MISSING_FIELD, "litellm.model (or model) is required"))
+    api_base = text(("litellm", "apiBase"), ("litellm", "api_base"), ("apiBase",), ("api_base",))
+    if api_base is not None and not _URL.match(api_base):
+        problems.append((Reason.INVALID_FIELD, "apiBase must be an http(s) URL"))
+    api_key = _api_key(item, namespace, inline_keys_allowed, problems)
+    api_version = text(
+        ("apiVersion",), ("api_version",), ("litellm", "apiVersion"), ("litellm", "api_version")
+    )
+    provider = text(
+        ("customLlmProvider",),
+        ("custom_llm_provider",),
+        ("litellm", "customLlmProvider"),
+        ("litellm", "custom_llm_provider"),
+    )
+    tpm = number(MAX_RATE, ("tpm",), ("litellm", "tpm"))
+    rpm = number(MAX_RATE, ("rpm",), ("litellm", "rpm"))
+    type_field, type_value = _first(item, ("type",), ("modelType",))
+    if type_value is None and model_type_hint is not None:
+        type_field, type_value = "spec.modelType", model_type_hint
+    model_type = parse_model_type(type_value, type_field)
+    if isinstance(model_type, FieldError):
+        problems.append((Reason.INVALID_FIELD, model_type.message))
+        model_type = None
+    context = number(MAX_TOKENS, ("contextWindow",), ("context_window",), ("max_input_tokens",))
+    max_output = number(MAX_TOKENS, ("maxOutputTokens",), ("max_output_tokens",))
+    if problems:
+        # The most specific reason first: a secret problem tells the user more than a missing field.
+        order = [
+            Reason.INLINE_KEY_REJECTED,
+            Reason.SECRET_NOT_ALLOWED,
+            Reason.MISSING_FIELD,
+            Reason.INVALID_FIELD,
+        ]
+        reason = min((r for r, _ in problems), key=lambda r: order.index(r) if r in order else len(order))
+        return ExternalItem(name, None, Problem(reason, "; ".join(m for _, m in problems)))
+    assert litellm_model is not None
+    return ExternalItem(
+        name,
+        ExternalModel(
+            name=name,
+            enabled=enabled,
+            litellm_model=litellm_model,
+            api_base=api_base,
+            api_key=api_key,
+            api_version=api_version,
+            custom_llm_provider=provider,
+            tpm=tpm,
+            rpm=rpm,
+            model_type=model_type or ModelType.CHAT,
+            context_window=context,
+            max_output_tokens=max_output,
+        ),
+        None,
+    )
+
+
+def _api_key(
+    item: Mapping[str, Any], namespace: str, inline_keys_allowed: bool, problems: list[tuple[Reason, str]]
+) -> ApiKeySpec:
+    ref = item.get("apiKeySecretRef")
+    if ref is not None:
+        if not isinstance(ref, Mapping):
+            problems.append((Reason.INVALID_FIELD, "apiKeySecretRef must be an object with name and key"))
+            return None
+        name, key, ns = ref.get("name"), ref.get("key"), ref.get("namespace")
+        if not isinstance(name, str) or not name.strip() or not isinstance(key, str) or not key.strip():
+            problems.append((Reason.INVALID_FIELD, "apiKeySecretRef needs string name and key"))
+            return None
+        if ns is not None and ns != namespace:
+            reason = Reason.INVALID_FIELD if inline_keys_allowed else Reason.SECRET_NOT_ALLOWED
+            problems.append((reason, f"apiKeySecretRef must name a Secret in namespace {namespace}"))
+            return None
+        return SecretKeyRef(name.strip(), key.strip())
+    for path in (*(("litellm", f) for f in INLINE_KEY_FIELDS), *((f,) for f in INLINE_KEY_FIELDS)):
+        value = raw.path(item, *path)
+        if value is None:
+            continue
+        if not inline_keys_allowed:
+            problems.append(
+                (Reason.INLINE_KEY_REJECTED, "inline API keys are not allowed here; use apiKeySecretRef")
+            )
+            return None
+        fp = redacted_fingerprint(value)
+        if fp is not None:
+            return InlineKey(fp)
+        if isinstance(value, str):
+            return InlineKey(fingerprint(value))
+        problems.append((Reason.INVALID_FIELD, f"{'.'.join(path)} must be a string"))
+        return None
+    return None
+
+
+@attrs.frozen
+class ExternalModelsDocument:
+    """The parsed ``models.json`` of ConfigMap/ai-external-models."""
+
+    items: tuple[ExternalItem, ...]
+    problem: Problem | None  # the whole document is unreadable: keep the last good items
+
+    @classmethod
+    def from_configmap(cls, obj: Mapping[str, Any] | None, namespace: str) -> ExternalModelsDocument:
+        if obj is None:
+            return cls((), None)
+        text = raw.path(obj, "data", "models.json")
+        if text is None:
+            return cls((), None)
+        if not isinstance(text, str):
+            return cls((), Problem(Reason.INVALID_JSON, "models.json is not a string"))
+        return cls.from_text(text, namespace)
+
+    @classmethod
+    def from_text(cls, text: str, namespace: str) -> ExternalModelsDocument:
+        if text.startswith(INVALID_JSON_MARKER):
+            return cls((), Problem(Reason.INVALID_JSON, "models.json: " + text[len(INVALID_JSON_MARKER) :]))
+        if not text.strip():
+            return cls((), None)
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            where = (
+                f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+            )
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "invalid JSON"
+            return cls((), Problem(Reason.INVALID_JSON, f"models.json: {msg}{where}"))
+        if isinstance(doc, Mapping) and "models" in doc:
+            doc = doc["models"]
+        if not isinstance(doc, list):
+            return cls((), Problem(Reason.INVALID_JSON, 'models.json must be {"models": [...]} or an array'))
+        items: list[ExternalItem] = []
+        seen: set[str] = set()
+        for index, entry in enumerate(doc):
+            parsed = parse_definition(entry, None, inline_keys_allowed=True, namespace=namespace)
+            if parsed.name == "?":
+                parsed = attrs.evolve(parsed, name=f"models.json[{index}]")
+            elif parsed.name in seen:
+                parsed = ExternalItem(
+                    f"{parsed.name} (models.json[{index}])",
+                    None,
+                    Problem(Reason.DUPLICATE_NAME, f"{parsed.name!r} is defined earlier in models.json"),
+                )
+            seen.add(parsed.name)
+            items.append(parsed)
+        return cls(tuple(items), None)

@@ -1,0 +1,136 @@
+"""FreeToken runtime Deployments and the Services that give their endpoints — contracts B.3."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core import raw
+from catalog_core.reasons import Reason
+from catalog_core.sources.common import (
+    ACTIVATION_LABEL,
+    COMPUTE_TARGET_ANNOTATION,
+    CONTEXT_WINDOW_ANNOTATION,
+    ENDPOINT_ANNOTATION,
+    ENGINE_ANNOTATION,
+    MAX_NUM_SEQS_ANNOTATION,
+    MAX_OUTPUT_ANNOTATION,
+    RUNTIME_LABEL,
+    Problem,
+)
+from catalog_core.values import COMPUTE_TARGETS, FieldError, compute_target_from_profile, positive_int
+
+FREETOKEN = "freetoken"
+
+
+@attrs.frozen
+class FreeTokenRuntime:
+    """A FreeToken Deployment reduced to the gates and metadata the catalog needs."""
+
+    name: str
+    uid: str
+    activation: str | None
+    endpoint_annotation: str | None
+    ready: bool
+    not_ready_because: str
+    engine: str
+    compute_target: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    max_num_seqs: int | None = None
+    problem: Problem | None = None
+
+    @classmethod
+    def from_k8s(cls, obj: Mapping[str, Any]) -> FreeTokenRuntime | None:
+        """None when the Deployment is not a FreeToken runtime (label appliance.magicstick.dev/runtime)."""
+        name = raw.name_of(obj)
+        labels = raw.string_map(obj, "metadata", "labels")
+        if not name or labels.get(RUNTIME_LABEL, "").strip().lower() != FREETOKEN:
+            return None
+        annotations = raw.string_map(obj, "metadata", "annotations")
+        ready, why = _ready_gate(obj)
+        problems: list[str] = []
+
+        def limit(value: Any, field: str) -> int | None:
+            parsed = positive_int(value, field)
+            if isinstance(parsed, FieldError):
+                problems.append(parsed.message)
+                return None
+            return parsed
+
+        target = annotations.get(COMPUTE_TARGET_ANNOTATION)
+        if target is not None and target not in COMPUTE_TARGETS:
+            problems.append(f"{COMPUTE_TARGET_ANNOTATION} must be one of {', '.join(COMPUTE_TARGETS)}")
+            target = None
+        activation = labels.get(ACTIVATION_LABEL, "").strip() or None
+        return cls(
+            name=name,
+            uid=raw.uid_of(obj),
+            activation=activation,
+            endpoint_annotation=(annotations.get(ENDPOINT_ANNOTATION) or "").strip() or None,
+            ready=ready,
+            not_ready_because=why,
+            engine=(annotations.get(ENGINE_ANNOTATION) or FREETOKEN).strip().lower(),
+            compute_target=target or _target_from_resources(obj),
+            context_window=limit(annotations.get(CONTEXT_WINDOW_ANNOTATION), CONTEXT_WINDOW_ANNOTATION),
+            max_output_tokens=limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION),
+            max_num_seqs=limit(annotations.get(MAX_NUM_SEQS_ANNOTATION), MAX_NUM_SEQS_ANNOTATION),
+            problem=Problem(Reason.INVALID_FIELD, "; ".join(problems)) if problems else None,
+        )
+
+
+def _ready_gate(obj: Mapping[str, Any]) -> tuple[bool, str]:
+    """observedGeneration >= generation, readyReplicas >= 1, condition Available=True."""
+    generation = raw.path(obj, "metadata", "generation")
+    observed = raw.path(obj, "status", "observedGeneration")
+    if isinstance(generation, int) and not (isinstance(observed, int) and observed >= generation):
+        return False, "the Deployment's latest generation is not observed yet"
+    ready = raw.path(obj, "status", "readyReplicas")
+    if not (isinstance(ready, int) and not isinstance(ready, bool) and ready >= 1):
+        return False, "no ready replicas"
+    conditions = raw.path(obj, "status", "conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if raw.string(cond, "type") == "Available":
+            if raw.string(cond, "status") == "True":
+                return True, ""
+            return False, "condition Available is not True"
+    return False, "condition Available is missing"
+
+
+def _target_from_resources(obj: Mapping[str, Any]) -> str:
+    containers = raw.path(obj, "spec", "template", "spec", "containers")
+    for container in containers if isinstance(containers, list) else []:
+        for section in ("limits", "requests"):
+            for resource in raw.mapping(container, "resources", section):
+                target = compute_target_from_profile(resource)
+                if target != "cpu":
+                    return target
+    return "cpu"
+
+
+@attrs.frozen
+class ServicePort:
+    """The port a runtime's Service offers (named ``http`` if any, else the first)."""
+
+    name: str
+    port: int | None
+
+    @classmethod
+    def from_k8s(cls, obj: Mapping[str, Any]) -> ServicePort | None:
+        name = raw.name_of(obj)
+        if not name:
+            return None
+        ports = raw.path(obj, "spec", "ports")
+        chosen: int | None = None
+        for entry in ports if isinstance(ports, list) else []:
+            port = raw.path(entry, "port")
+            if not isinstance(port, int) or isinstance(port, bool):
+                continue
+            if raw.string(entry, "name") == "http":
+                chosen = port
+                break
+            if chosen is None:
+                chosen = port
+        return cls(name, chosen)

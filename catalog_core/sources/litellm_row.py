@@ -1,0 +1,150 @@
+"""Rows of LiteLLM's ``GET /model/info`` — ownership (contracts B.1) and Mesh metadata (B.4).
+
+Rows are reduced to a whitelist before they enter the core: credentials in
+``litellm_params`` of rows we do not own (cloud keys, tokens) never get in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core import raw
+from catalog_core.jsonval import Json
+from catalog_core.values import (
+    ID_PREFIX,
+    MESH_OWNER,
+    OWNER,
+    TRUSTED_OWNERS,
+    FieldError,
+    ModelType,
+    logical_name,
+    positive_int,
+)
+
+PARAM_KEYS = ("model", "api_base", "order", "api_version", "custom_llm_provider", "tpm", "rpm")
+INFO_KEYS = (
+    "id",
+    "source",
+    "features",
+    "max_input_tokens",
+    "max_output_tokens",
+    "mode",
+    "team_public_model_name",
+)
+_MODE_TYPES = {
+    "embedding": ModelType.EMBEDDING,
+    "rerank": ModelType.RERANK,
+    "audio_transcription": ModelType.AUDIO,
+    "chat": ModelType.CHAT,
+    "completion": ModelType.CHAT,
+    "responses": ModelType.CHAT,
+}
+
+
+def whitelist_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a /model/info row the core may see."""
+    params = raw.mapping(row, "litellm_params")
+    info = raw.mapping(row, "model_info")
+    return {
+        "model_name": row.get("model_name"),
+        "litellm_params": {k: params[k] for k in PARAM_KEYS if params.get(k) is not None},
+        "model_info": {
+            k: v
+            for k, v in info.items()
+            if isinstance(k, str) and v is not None and (k in INFO_KEYS or k.startswith("ai_appliance_"))
+        },
+    }
+
+
+@attrs.frozen
+class LiteLLMRow:
+    id: str
+    model_name: str
+    litellm_params: Json
+    model_info: Json
+    owner: str | None
+    managed: bool
+    order: int | None
+    logical_name: str
+    export_only: bool
+    model_type: ModelType
+    locality: str
+    litellm_model: str
+    api_base: str | None
+    context_window: int | None
+    max_output_tokens: int | None
+    display_name: str | None
+    source: str
+
+    @property
+    def ours(self) -> bool:
+        """Owned by the catalog, or a legacy row of ours (managed, no owner, our id family)."""
+        return self.owner == OWNER or (self.owner is None and self.managed and self.id.startswith(ID_PREFIX))
+
+    @property
+    def is_alias(self) -> bool:
+        """local/x, mesh/x and rows whose logical name is not their name are not entries of their own."""
+        return self.model_name != self.logical_name
+
+    @classmethod
+    def from_info(cls, row: Mapping[str, Any]) -> LiteLLMRow | None:
+        clean = whitelist_row(row)
+        params, info = clean["litellm_params"], clean["model_info"]
+        row_id = info.get("id")
+        name = clean["model_name"]
+        if not isinstance(row_id, str) or not row_id or not isinstance(name, str) or not name:
+            return None
+        owner = info.get("ai_appliance_owner")
+        owner = owner if isinstance(owner, str) and owner else None
+        trusted = owner in TRUSTED_OWNERS
+        logical = info.get("ai_appliance_logical_name")
+        logical = logical if trusted and isinstance(logical, str) and logical.strip() else logical_name(name)
+        order = params.get("order")
+        scheduler = info.get("ai_appliance_scheduler")
+        locality = raw.string(scheduler, "locality") if trusted else None
+        if locality is None:
+            locality = "mesh" if owner == MESH_OWNER else "external"
+        source = info.get("ai_appliance_source") or info.get("source") or owner or "litellm"
+        display = info.get("team_public_model_name")
+        model = params.get("model")
+        api_base = params.get("api_base")
+        return cls(
+            id=row_id,
+            model_name=name,
+            litellm_params=Json.of(params),
+            model_info=Json.of(info),
+            owner=owner,
+            managed=info.get("ai_appliance_managed") is True,
+            order=order if isinstance(order, int) and not isinstance(order, bool) else None,
+            logical_name=logical.strip(),
+            export_only=name.startswith("share/") or info.get("ai_appliance_export_only") is True,
+            model_type=_row_type(info),
+            locality=locality,
+            litellm_model=model if isinstance(model, str) else name,
+            api_base=api_base if isinstance(api_base, str) else None,
+            context_window=_limit(info.get("max_input_tokens")),
+            max_output_tokens=_limit(info.get("max_output_tokens")),
+            display_name=display if isinstance(display, str) and display.strip() else None,
+            source=str(source),
+        )
+
+
+def _limit(value: Any) -> int | None:
+    parsed = positive_int(value, "limit")
+    return None if isinstance(parsed, FieldError) else parsed
+
+
+def _row_type(info: Mapping[str, Any]) -> ModelType:
+    declared = info.get("ai_appliance_type")
+    if isinstance(declared, str):
+        try:
+            return ModelType(declared.lower())
+        except ValueError:
+            pass
+    mode = info.get("mode")
+    if isinstance(mode, str) and mode in _MODE_TYPES:
+        return _MODE_TYPES[mode]
+    return ModelType.CHAT

@@ -1,0 +1,238 @@
+"""The core's state: what was observed, what was derived from it, and what is in flight.
+
+All maps are persistent (``PMap``): an event changes only what it touches and
+shares the rest, so folding one event costs the same at 100 or 10,000 models.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import attrs
+
+from catalog_core.commands import ApiKeyRef, Command
+from catalog_core.config import CatalogConfig
+from catalog_core.events import SourceKind
+from catalog_core.jsonval import Json
+from catalog_core.pmap import PMap, empty
+from catalog_core.reasons import Reason, RouteState
+from catalog_core.sources.activation import ModelActivation
+from catalog_core.sources.agent_template import AgentTemplateInfo
+from catalog_core.sources.catalog_configmap import ObservedCatalog
+from catalog_core.sources.common import Problem
+from catalog_core.sources.consumers import ConsumerPod, ReplicaSetOwner, Workload
+from catalog_core.sources.external import ExternalItem
+from catalog_core.sources.freetoken import FreeTokenRuntime, ServicePort
+from catalog_core.sources.kubeai import KubeAIModel
+from catalog_core.sources.litellm_row import LiteLLMRow
+from catalog_core.sources.secret import SecretInfo
+from catalog_core.values import ModelType, Source
+
+
+class SourceStatus(StrEnum):
+    PENDING = "pending"  # not listed yet
+    LISTED = "listed"
+    NOT_INSTALLED = "not-installed"
+    FORBIDDEN = "forbidden"
+    FAILING = "failing"
+
+
+@attrs.frozen
+class SourceState:
+    status: SourceStatus = SourceStatus.PENDING
+    detail: str = ""
+    ever_listed: bool = False
+
+    @property
+    def known(self) -> bool:
+        """Its content is known: listed, or absent by design (CRD not installed)."""
+        return self.status in (SourceStatus.LISTED, SourceStatus.NOT_INSTALLED) or self.ever_listed
+
+
+@attrs.frozen
+class LiteLLMStatus:
+    observed_once: bool = False
+    reachable: bool = False
+    detail: str = ""
+
+
+@attrs.frozen
+class RuntimeHealth:
+    """Health gate of one FreeToken runtime (contracts B.3)."""
+
+    url: str
+    healthy: bool = False
+    failures: int = 0
+    next_probe_at: float = 0.0
+    probing_since: float | None = None
+    detail: str = ""
+
+
+@attrs.frozen
+class DesiredRoute:
+    """One LiteLLM deployment the catalog owns, exactly as it would be sent (api_key as a reference)."""
+
+    id: str
+    source: Source
+    item: str
+    model_name: str
+    litellm_params: Json
+    model_info: Json
+    api_key: ApiKeyRef | None
+    spec_hash: str
+    model_type: ModelType
+    locality: str
+    order: int | None
+    litellm_model: str
+    api_base: str | None
+    context_window: int | None
+    max_output_tokens: int | None
+
+
+@attrs.frozen
+class Candidate:
+    """A source item's claim to a route, before names and ids are shared out."""
+
+    item: str
+    source: Source
+    name: str
+    involved_uid: str
+    route: DesiredRoute | None  # the current route, or the last good one while the input has a problem
+    reason: Reason  # PUBLISHED when the input is good, else why not
+    message: str = ""
+    refs: tuple[str, ...] = ()  # "secret/x", "service/y", "activation/z": what the claim depends on
+    health_url: str | None = None  # a FreeToken runtime that passed its other gates
+
+
+@attrs.frozen
+class RouteRecord:
+    """One record of routes.json (contracts B.5)."""
+
+    source: str
+    name: str
+    logical_name: str
+    state: RouteState
+    reason: Reason
+    message: str = ""
+    id: str | None = None
+    serving_last_good: bool = False
+
+    def as_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "source": self.source,
+            "name": self.name,
+            "logicalName": self.logical_name,
+            "state": self.state.value,
+            "reason": self.reason.value,
+        }
+        if self.message:
+            out["message"] = self.message
+        if self.id:
+            out["id"] = self.id
+        if self.serving_last_good:
+            out["servingLastGood"] = True
+        return out
+
+
+@attrs.frozen
+class RouteRef:
+    order: int | None
+    locality: str
+    owner: str
+
+
+@attrs.frozen
+class CatalogEntry:
+    """One logical model of the published catalog (contracts A.5, B.4)."""
+
+    id: str
+    name: str
+    model_type: ModelType
+    source: str
+    managed: bool
+    litellm_model: str
+    api_base: str | None
+    context_window: int | None
+    max_output_tokens: int | None
+    routes: tuple[RouteRef, ...]
+    aliases: tuple[str, ...]
+
+
+@attrs.frozen
+class Retry:
+    command_id: str
+    not_before: float
+
+
+@attrs.frozen
+class Failure:
+    command_id: str
+    reason: Reason
+    detail: str
+
+
+@attrs.frozen
+class CatalogState:
+    config: CatalogConfig
+    now: float = 0.0
+    sources: PMap[SourceState] = attrs.field(factory=empty)
+    litellm: LiteLLMStatus = LiteLLMStatus()
+
+    # --- observations, typed
+    kubeai: PMap[KubeAIModel] = attrs.field(factory=empty)
+    external_items: PMap[ExternalItem] = attrs.field(factory=empty)  # effective (last good while unreadable)
+    external_problem: Problem | None = None
+    external_uid: str = ""
+    activations: PMap[ModelActivation] = attrs.field(factory=empty)
+    runtimes: PMap[FreeTokenRuntime] = attrs.field(factory=empty)
+    services: PMap[ServicePort] = attrs.field(factory=empty)
+    secrets: PMap[SecretInfo] = attrs.field(factory=empty)
+    secrets_scope: frozenset[str] = frozenset()  # names the secret watch has covered
+    rows: PMap[LiteLLMRow] = attrs.field(factory=empty)
+    templates: PMap[AgentTemplateInfo] = attrs.field(factory=empty)
+    pods: PMap[ConsumerPod] = attrs.field(factory=empty)
+    pod_birth: PMap[str] = attrs.field(factory=empty)  # pod uid -> catalog hash when first seen
+    replicasets: PMap[ReplicaSetOwner] = attrs.field(factory=empty)
+    workloads: PMap[Workload] = attrs.field(factory=empty)  # "Kind/name"
+    catalog: ObservedCatalog | None = None
+    initial_catalog_hash: str | None = None
+    health: PMap[RuntimeHealth] = attrs.field(factory=empty)
+
+    # --- derived
+    candidates: PMap[Candidate] = attrs.field(factory=empty)  # by item key
+    last_good: PMap[DesiredRoute] = attrs.field(factory=empty)  # by item key
+    by_name: PMap[frozenset[str]] = attrs.field(factory=empty)  # model name -> items claiming it
+    by_id: PMap[frozenset[str]] = attrs.field(factory=empty)  # route id -> items claiming it
+    refs: PMap[frozenset[str]] = attrs.field(factory=empty)  # "secret/x" -> items depending on it
+    winners: PMap[str] = attrs.field(factory=empty)  # route id -> winning item
+    losses: PMap[tuple[Reason, str]] = attrs.field(factory=empty)  # item -> why it lost
+    rows_by_logical: PMap[frozenset[str]] = attrs.field(factory=empty)  # logical name -> row ids
+    entries: PMap[CatalogEntry] = attrs.field(factory=empty)  # logical name -> entry
+    records: PMap[RouteRecord] = attrs.field(factory=empty)  # item -> routes.json record
+
+    # --- work to do at the next tick
+    dirty_items: PMap[bool] = attrs.field(factory=empty)  # candidates to recompute
+    dirty_names: PMap[bool] = attrs.field(factory=empty)  # names to re-share among claimants
+    dirty_ids: PMap[bool] = attrs.field(factory=empty)  # LiteLLM rows to re-plan
+    dirty_records: PMap[bool] = attrs.field(factory=empty)  # routes.json records to rebuild
+    dirty_logical: PMap[bool] = attrs.field(factory=empty)
+    dirty_templates: bool = False
+    dirty_catalog: bool = True
+    dirty_rollouts: bool = False
+
+    # --- commands in flight and their history
+    inflight: PMap[Command] = attrs.field(factory=empty)  # key -> command
+    settled: PMap[str] = attrs.field(factory=empty)  # key -> id applied since the target was last observed
+    retries: PMap[Retry] = attrs.field(factory=empty)
+    failures: PMap[Failure] = attrs.field(factory=empty)
+    announced: PMap[str] = attrs.field(factory=empty)  # item -> event id already emitted for its problem
+    secret_watch: str = ""  # id of the last WatchSecrets command
+    desired_catalog_hash: str = ""
+    desired_catalog_fingerprint: str = ""
+
+    def source(self, kind: SourceKind) -> SourceState:
+        return self.sources.get(kind.value) or SourceState()
+
+
+def initial_state(config: CatalogConfig) -> CatalogState:
+    return CatalogState(config=config)

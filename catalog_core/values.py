@@ -1,0 +1,150 @@
+"""Small value rules shared by every source: positive ints, slugs, ids, model types."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any
+
+import attrs
+
+OWNER = "model-catalog"
+MESH_OWNER = "private-mesh"
+TRUSTED_OWNERS = frozenset({OWNER, MESH_OWNER})
+ID_PREFIX = "ai-appliance-"
+ALIAS_PREFIXES = ("local/", "share/", "mesh/")
+
+# Larger than any context window in use (10M tokens) but small enough to catch typos.
+MAX_TOKENS = 16_777_216
+# tpm / rpm are rates, not token counts; still bounded so a typo cannot pass silently.
+MAX_RATE = 1_000_000_000
+
+
+class ModelType(StrEnum):
+    CHAT = "chat"
+    EMBEDDING = "embedding"
+    RERANK = "rerank"
+    AUDIO = "audio"
+
+
+class Source(StrEnum):
+    """Where an owned route comes from; also the ``source`` of its routes.json record."""
+
+    KUBEAI = "kubeai"
+    EXTERNAL = "external"  # ConfigMap/ai-external-models
+    ACTIVATION = "modelactivation"
+    FREETOKEN = "freetoken"
+
+
+# One owned route per name: a higher rank wins (contracts B.1).
+SOURCE_RANK: dict[Source, int] = {
+    Source.ACTIVATION: 3,
+    Source.EXTERNAL: 2,
+    Source.FREETOKEN: 1,
+    Source.KUBEAI: 0,
+}
+
+# The id family and model_info.source of each source's rows (contracts A.1-A.4, B.3).
+ID_FAMILY: dict[Source, str] = {
+    Source.KUBEAI: "kubeai",
+    Source.EXTERNAL: "external",
+    Source.ACTIVATION: "external",
+    Source.FREETOKEN: "freetoken",
+}
+
+
+@attrs.frozen
+class FieldError:
+    """A present but unusable value; becomes InvalidField with this message."""
+
+    message: str
+
+
+def positive_int(value: Any, field: str, maximum: int = MAX_TOKENS) -> int | FieldError | None:
+    """Contracts notation: an int > 0 or a string of digits > 0; booleans and floats are not.
+
+    ``None`` (absent or null) means "not given".
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return FieldError(f"{field} must be a positive integer, got {type(value).__name__}")
+    if isinstance(value, str):
+        text = value.strip()
+        if not (text.isascii() and text.isdigit()):
+            return FieldError(f"{field} must be a positive integer, got {_show(value)}")
+        if len(text) > 12:
+            return FieldError(f"{field} is out of range (1..{maximum})")
+        value = int(text)
+    if value <= 0:
+        return FieldError(f"{field} must be a positive integer, got {value}")
+    if value > maximum:
+        return FieldError(f"{field} is out of range (1..{maximum}), got {value}")
+    return int(value)
+
+
+def _show(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:37] + "...")
+
+
+_SLUG_RUNS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def slug(name: str) -> str:
+    """Contracts A.4: runs outside [A-Za-z0-9_.-] become '-'; dashes trimmed; lower case; 'model' if empty."""
+    out = _SLUG_RUNS.sub("-", name).strip("-").lower()
+    return out or "model"
+
+
+def route_id(source: Source, name: str) -> str:
+    return f"{ID_PREFIX}{ID_FAMILY[source]}-{slug(name)}"
+
+
+def logical_name(model_name: str) -> str:
+    """The model name without a leading local/, share/ or mesh/ (contracts B.4)."""
+    for prefix in ALIAS_PREFIXES:
+        if model_name.startswith(prefix):
+            return model_name[len(prefix) :]
+    return model_name
+
+
+def parse_model_type(value: Any, field: str) -> ModelType | FieldError | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return FieldError(f"{field} must be one of chat, embedding, rerank, audio")
+    try:
+        return ModelType(value.strip().lower())
+    except ValueError:
+        return FieldError(f"{field} must be one of chat, embedding, rerank, audio, got {_show(value)}")
+
+
+def kubeai_model_type(features: tuple[str, ...], name: str) -> ModelType:
+    """Contracts A.1 and C.9: case-insensitive substrings of spec.features, then the name."""
+    joined = " ".join(features).lower()
+    if "embedding" in joined:
+        return ModelType.EMBEDDING
+    if "rerank" in joined:
+        return ModelType.RERANK
+    if "speechtotext" in joined or "speech-to-text" in joined or "transcription" in joined:
+        return ModelType.AUDIO
+    if "generation" in joined or "chat" in joined:
+        return ModelType.CHAT
+    if "embedding" in name.lower():
+        return ModelType.EMBEDDING
+    return ModelType.CHAT
+
+
+COMPUTE_TARGETS = ("cpu", "nvidia-gpu", "amd-gpu", "intel-gpu")
+
+
+def compute_target_from_profile(profile: str) -> str:
+    """A KubeAI resource profile (e.g. ``nvidia-gpu-l4:1``) or resource name to a compute target."""
+    p = profile.lower()
+    if "nvidia" in p:
+        return "nvidia-gpu"
+    if "amd" in p:
+        return "amd-gpu"
+    if "intel" in p:
+        return "intel-gpu"
+    return "cpu"
