@@ -51,42 +51,43 @@ class CatalogConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
         reader = _Reader(env)
-        base_url = reader.url("LITELLM_BASE_URL", cls.litellm_base_url)
+        d = cls()  # the defaults (class attributes of a slotted class are descriptors, not values)
+        base_url = reader.url("LITELLM_BASE_URL", d.litellm_base_url)
         values: dict[str, Any] = {
-            "namespace": reader.dns("NAMESPACE", cls.namespace, _DNS_LABEL),
-            "appliance_namespace": reader.dns("APPLIANCE_NAMESPACE", cls.appliance_namespace, _DNS_LABEL),
+            "namespace": reader.dns("NAMESPACE", d.namespace, _DNS_LABEL),
+            "appliance_namespace": reader.dns("APPLIANCE_NAMESPACE", d.appliance_namespace, _DNS_LABEL),
             "litellm_base_url": base_url,
             "litellm_api_base": reader.url("LITELLM_API_BASE", f"{str(base_url).rstrip('/')}/v1"),
-            "kubeai_api_base": reader.url("KUBEAI_API_BASE", cls.kubeai_api_base),
-            "catalog_configmap": reader.dns("CATALOG_CONFIGMAP", cls.catalog_configmap, _DNS_SUBDOMAIN),
+            "kubeai_api_base": reader.url("KUBEAI_API_BASE", d.kubeai_api_base),
+            "catalog_configmap": reader.dns("CATALOG_CONFIGMAP", d.catalog_configmap, _DNS_SUBDOMAIN),
             "external_models_configmap": reader.dns(
-                "EXTERNAL_MODELS_CONFIGMAP", cls.external_models_configmap, _DNS_SUBDOMAIN
+                "EXTERNAL_MODELS_CONFIGMAP", d.external_models_configmap, _DNS_SUBDOMAIN
             ),
-            "default_chat_model": reader.text("AI_APPLIANCE_DEFAULT_CHAT_MODEL", cls.default_chat_model),
+            "default_chat_model": reader.text("AI_APPLIANCE_DEFAULT_CHAT_MODEL", d.default_chat_model),
             "default_embedding_model": reader.text(
-                "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL", cls.default_embedding_model
+                "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL", d.default_embedding_model
             ),
             "opencode_default_context_tokens": reader.integer(
-                "OPENCODE_DEFAULT_CONTEXT_TOKENS", cls.opencode_default_context_tokens, minimum=1
+                "OPENCODE_DEFAULT_CONTEXT_TOKENS", d.opencode_default_context_tokens, minimum=1
             ),
             "opencode_default_output_tokens": reader.integer(
-                "OPENCODE_DEFAULT_OUTPUT_TOKENS", cls.opencode_default_output_tokens, minimum=1
+                "OPENCODE_DEFAULT_OUTPUT_TOKENS", d.opencode_default_output_tokens, minimum=1
             ),
             "paperclip_max_output_tokens": reader.integer(
-                "PAPERCLIP_OPENCODE_MAX_OUTPUT_TOKENS", cls.paperclip_max_output_tokens, minimum=1
+                "PAPERCLIP_OPENCODE_MAX_OUTPUT_TOKENS", d.paperclip_max_output_tokens, minimum=1
             ),
             "paperclip_headroom_tokens": reader.integer(
-                "PAPERCLIP_OPENCODE_CONTEXT_HEADROOM_TOKENS", cls.paperclip_headroom_tokens, minimum=0
+                "PAPERCLIP_OPENCODE_CONTEXT_HEADROOM_TOKENS", d.paperclip_headroom_tokens, minimum=0
             ),
             "consumer_restart_enabled": reader.boolean(
-                "CONSUMER_RESTART_ENABLED", cls.consumer_restart_enabled
+                "CONSUMER_RESTART_ENABLED", d.consumer_restart_enabled
             ),
             "agent_template_sync_enabled": reader.boolean(
-                "AGENT_TEMPLATE_SYNC_ENABLED", cls.agent_template_sync_enabled
+                "AGENT_TEMPLATE_SYNC_ENABLED", d.agent_template_sync_enabled
             ),
-            "agent_template_names": reader.names("AGENT_TEMPLATE_NAMES", cls.agent_template_names),
+            "agent_template_names": reader.names("AGENT_TEMPLATE_NAMES", d.agent_template_names),
             "runtime_health_seconds": reader.integer(
-                "CATALOG_RUNTIME_HEALTH_SECONDS", cls.runtime_health_seconds, minimum=1
+                "CATALOG_RUNTIME_HEALTH_SECONDS", d.runtime_health_seconds, minimum=1
             ),
         }
         if reader.error is not None:

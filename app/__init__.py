@@ -1,0 +1,1 @@
+"""The shell: composition root, CLI, service loop, library API."""

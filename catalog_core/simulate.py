@@ -1,0 +1,203 @@
+"""A simulated world that carries out commands the way the real adapters would, without I/O.
+
+``render`` uses it to show what the controller would publish, and the property
+tests use it to prove convergence: run the fold, execute its commands here,
+feed the outcomes back, until nothing is left to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core.commands import (
+    Command,
+    CreateLiteLLMModel,
+    DeleteLiteLLMModel,
+    EmitKubernetesEvent,
+    EvictPod,
+    PatchAgentTemplate,
+    ProbeRuntime,
+    RecreateLiteLLMModel,
+    RollWorkload,
+    UpdateLiteLLMModel,
+    WatchSecrets,
+    WriteCatalog,
+)
+from catalog_core.events import (
+    CommandCompleted,
+    Event,
+    LiteLLMRowsObserved,
+    ObjectUpserted,
+    Outcome,
+    RuntimeProbed,
+    SourceKind,
+    SourceListed,
+    Ticked,
+)
+from catalog_core.fold import step
+from catalog_core.sources.litellm_row import whitelist_row
+from catalog_core.state import CatalogState
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply_merge_patch(out.get(key), value)
+    return out
+
+
+@attrs.define
+class SimulatedWorld:
+    """LiteLLM rows by id, Kubernetes objects by name, the Secrets a watch would find, healthy runtimes."""
+
+    rows: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    secrets: dict[str, Mapping[str, Any]] = attrs.field(factory=dict)  # redacted Secret objects by name
+    templates: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    workloads: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # "Kind/name"
+    healthy: frozenset[str] = frozenset()
+    catalog: dict[str, Any] | None = None
+    evicted: list[str] = attrs.field(factory=list)
+    events: list[EmitKubernetesEvent] = attrs.field(factory=list)
+    writes: list[Command] = attrs.field(factory=list)  # every write carried out, in order
+
+    def rows_event(self) -> LiteLLMRowsObserved:
+        return LiteLLMRowsObserved(tuple(whitelist_row(self.rows[k]) for k in sorted(self.rows)))
+
+    def execute(self, command: Command) -> list[Event]:
+        """Carry out one command; the events the real adapter would report."""
+        done = CommandCompleted(command.key, command.id, Outcome.APPLIED)
+        if isinstance(command, CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel):
+            body = {
+                "model_name": command.model_name,
+                "litellm_params": command.litellm_params.value(),
+                "model_info": command.model_info.value(),
+            }
+            exists = command.model_id in self.rows
+            if isinstance(command, CreateLiteLLMModel) and exists:
+                # LiteLLM answers 500 on a duplicate id; the adapter re-observes and retries.
+                return [attrs.evolve(done, outcome=Outcome.RETRY, retry_after=1.0), self.rows_event()]
+            if isinstance(command, UpdateLiteLLMModel):
+                if not exists:
+                    return [attrs.evolve(done, outcome=Outcome.GONE)]
+                current = self.rows[command.model_id]
+                body = {
+                    "model_name": body["model_name"],
+                    "litellm_params": {**current["litellm_params"], **body["litellm_params"]},
+                    "model_info": {**current["model_info"], **body["model_info"]},
+                }
+            self.rows[command.model_id] = body
+            self.writes.append(command)
+            return [done]
+        if isinstance(command, DeleteLiteLLMModel):
+            if self.rows.pop(command.model_id, None) is not None:
+                self.writes.append(command)
+            return [done]
+        if isinstance(command, WriteCatalog):
+            self.catalog = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": command.name,
+                    "namespace": command.namespace,
+                    "annotations": {"ai-appliance.io/catalog-hash": command.catalog_hash},
+                },
+                "data": dict(command.data),
+            }
+            self.writes.append(command)
+            return [done, ObjectUpserted(SourceKind.CATALOG_CONFIGMAP, self.catalog)]
+        if isinstance(command, PatchAgentTemplate):
+            template = self.templates.get(command.name)
+            if template is None:
+                return [attrs.evolve(done, outcome=Outcome.GONE)]
+            patch = dict(command.patch.value())
+            patch.pop("metadata", None)
+            self.templates[command.name] = apply_merge_patch(template, patch)
+            self.writes.append(command)
+            return [done, ObjectUpserted(SourceKind.AGENT_TEMPLATES, self.templates[command.name])]
+        if isinstance(command, RollWorkload):
+            key = f"{command.kind}/{command.name}"
+            workload = self.workloads.get(key)
+            if workload is None:
+                return [attrs.evolve(done, outcome=Outcome.GONE)]
+            self.workloads[key] = apply_merge_patch(
+                workload,
+                {
+                    "spec": {
+                        "template": {
+                            "metadata": {
+                                "annotations": {"ai-appliance.io/catalog-hash": command.catalog_hash}
+                            }
+                        }
+                    }
+                },
+            )
+            self.writes.append(command)
+            source = {"Deployment": SourceKind.DEPLOYMENTS, "StatefulSet": SourceKind.STATEFULSETS}.get(
+                command.kind, SourceKind.DAEMONSETS
+            )
+            return [done, ObjectUpserted(source, self.workloads[key])]
+        if isinstance(command, EvictPod):
+            self.evicted.append(command.name)
+            self.writes.append(command)
+            return [done]
+        if isinstance(command, ProbeRuntime):
+            healthy = command.runtime in self.healthy
+            return [
+                RuntimeProbed(
+                    command.runtime, command.url, healthy, "" if healthy else "not probed (simulated)"
+                )
+            ]
+        if isinstance(command, EmitKubernetesEvent):
+            self.events.append(command)
+            return [done]
+        return self._watch_secrets(command, done)
+
+    def _watch_secrets(self, command: WatchSecrets, done: CommandCompleted) -> list[Event]:
+        names = tuple(s.name for s in command.secrets)
+        found = []
+        for watch in command.secrets:
+            secret = self.secrets.get(watch.name)
+            if secret is None:
+                continue
+            labels = secret.get("metadata", {}).get("labels") or {}
+            if watch.provider_only and labels.get("appliance.magicstick.dev/model-provider-secret") != "true":
+                continue  # a label selector would not return it
+            found.append(secret)
+        return [done, SourceListed(SourceKind.SECRETS, tuple(found), names)]
+
+
+def converge(
+    state: CatalogState,
+    world: SimulatedWorld,
+    *,
+    start: float,
+    events: Iterable[Event] = (),
+    max_rounds: int = 50,
+    seconds_per_round: float = 1.0,
+) -> tuple[CatalogState, list[Command], float]:
+    """Fold ``events``, then tick and execute until a tick emits nothing. Returns (state, commands, clock)."""
+    emitted: list[Command] = []
+    now = start
+    pending = list(events)
+    for _ in range(max_rounds):
+        for event in pending:
+            state = step(state, event).state
+        pending = []
+        result = step(state, Ticked(now))
+        state = result.state
+        if not result.commands:
+            return state, emitted, now
+        emitted.extend(result.commands)
+        for command in result.commands:
+            pending.extend(world.execute(command))
+        now += seconds_per_round
+    raise RuntimeError(f"no fixed point after {max_rounds} rounds")

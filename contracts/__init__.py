@@ -1,0 +1,1 @@
+"""Wire formats at the edges: resource identities, JSON Schemas, CRD schemas, the event-log converter."""

@@ -1,0 +1,81 @@
+"""Which Kubernetes resources feed which source (used by the watches, render and replay tooling)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from catalog_core import raw
+from catalog_core.config import CatalogConfig
+from catalog_core.events import SourceKind
+from catalog_core.sources.common import RUNTIME_LABEL
+
+
+@attrs.frozen
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced_in: str  # "namespace" (NAMESPACE) or "appliance" (APPLIANCE_NAMESPACE)
+    crd: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RESOURCES: dict[SourceKind, Resource] = {
+    SourceKind.KUBEAI_MODELS: Resource("kubeai.org", "v1", "models", "Model", "namespace", crd=True),
+    SourceKind.EXTERNAL_MODELS: Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
+    SourceKind.MODEL_ACTIVATIONS: Resource(
+        "appliance.magicstick.dev", "v1alpha1", "modelactivations", "ModelActivation", "appliance", crd=True
+    ),
+    SourceKind.FREETOKEN_DEPLOYMENTS: Resource("apps", "v1", "deployments", "Deployment", "namespace"),
+    SourceKind.SERVICES: Resource("", "v1", "services", "Service", "namespace"),
+    SourceKind.SECRETS: Resource("", "v1", "secrets", "Secret", "namespace"),
+    SourceKind.AGENT_TEMPLATES: Resource(
+        "kubeopencode.io", "v1alpha1", "agenttemplates", "AgentTemplate", "namespace", crd=True
+    ),
+    SourceKind.PODS: Resource("", "v1", "pods", "Pod", "namespace"),
+    SourceKind.REPLICASETS: Resource("apps", "v1", "replicasets", "ReplicaSet", "namespace"),
+    SourceKind.DEPLOYMENTS: Resource("apps", "v1", "deployments", "Deployment", "namespace"),
+    SourceKind.STATEFULSETS: Resource("apps", "v1", "statefulsets", "StatefulSet", "namespace"),
+    SourceKind.DAEMONSETS: Resource("apps", "v1", "daemonsets", "DaemonSet", "namespace"),
+    SourceKind.CATALOG_CONFIGMAP: Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
+}
+
+FREETOKEN_SELECTOR = f"{RUNTIME_LABEL}=freetoken"
+
+
+def namespace_for(source: SourceKind, config: CatalogConfig) -> str:
+    return config.appliance_namespace if RESOURCES[source].namespaced_in == "appliance" else config.namespace
+
+
+def sources_of(obj: Mapping[str, Any], config: CatalogConfig) -> list[SourceKind]:
+    """The sources an object belongs to (a FreeToken Deployment is also a workload)."""
+    api_version, kind = raw.string(obj, "apiVersion") or "", raw.string(obj, "kind") or ""
+    group = api_version.rpartition("/")[0]
+    name = raw.name_of(obj)
+    if kind == "ConfigMap" and group == "":
+        if name == config.external_models_configmap:
+            return [SourceKind.EXTERNAL_MODELS]
+        if name == config.catalog_configmap:
+            return [SourceKind.CATALOG_CONFIGMAP]
+        return []
+    out: list[SourceKind] = []
+    for source, res in RESOURCES.items():
+        if (
+            res.kind != kind
+            or res.group != group
+            or source in (SourceKind.EXTERNAL_MODELS, SourceKind.CATALOG_CONFIGMAP)
+        ):
+            continue
+        if source is SourceKind.FREETOKEN_DEPLOYMENTS:
+            labels = raw.string_map(obj, "metadata", "labels")
+            if labels.get(RUNTIME_LABEL, "").strip().lower() != "freetoken":
+                continue
+        out.append(source)
+    return out
