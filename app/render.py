@@ -28,14 +28,7 @@ from catalog_core.commands import (
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, SourceKind, SourceListed
 from catalog_core.plan import all_records, rendered_catalog
-from catalog_core.redact import (
-    inline_vault_key,
-    redact_activation,
-    redact_configmap,
-    redact_object,
-    redact_secret,
-    secret_vault_key,
-)
+from catalog_core.redact import inline_vault_key, redact_for_source, secret_vault_key
 from catalog_core.rules.agent_templates import applied_content
 from catalog_core.simulate import SimulatedWorld, converge
 from catalog_core.sources.common import ACTIVATION_LABEL
@@ -50,14 +43,7 @@ class RenderResult:
 
 
 def _redact(source: SourceKind, obj: Mapping[str, Any], vault: dict[str, str]) -> Mapping[str, Any]:
-    if source is SourceKind.SECRETS:
-        redacted = redact_secret(obj)
-    elif source is SourceKind.EXTERNAL_MODELS:
-        redacted = redact_configmap(obj, "models.json")
-    elif source is SourceKind.MODEL_ACTIVATIONS:
-        redacted = redact_activation(obj)
-    else:
-        redacted = redact_object(obj)
+    redacted = redact_for_source(source.value, obj)
     vault.update(redacted.secrets)
     return redacted.obj
 

@@ -131,7 +131,9 @@ def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
             retries=state.retries.delete(event.key),
             dirty_records=_records_of(state, command),
         )
-    # GONE: the target does not exist; forget our view of it so the plan recreates it.
+    # GONE: the target does not exist. Do not repeat this command until the target is observed again;
+    # a LiteLLM row we meant to update is forgotten, so the plan creates it instead.
+    state = attrs.evolve(state, settled=state.settled.set(event.key, command.id))
     if isinstance(command, UpdateLiteLLMModel | RecreateLiteLLMModel):
         return ingest.set_row(state, command.model_id, None)
     return state

@@ -160,8 +160,12 @@ def _set_status(
         return state
     state = attrs.evolve(state, sources=state.sources.set(source.value, new), dirty_catalog=True)
     if not old.known and new.known:
-        # Everything this source feeds may now be decidable.
-        state = attrs.evolve(state, dirty_rollouts=True, dirty_templates=True)
+        # Everything this source feeds may now be decidable, including owned rows held while it was unknown.
+        dirty_ids = state.dirty_ids
+        for rid, row in state.rows.items():
+            if row.ours:
+                dirty_ids = dirty_ids.set(rid, True)
+        state = attrs.evolve(state, dirty_rollouts=True, dirty_templates=True, dirty_ids=dirty_ids)
     return state
 
 

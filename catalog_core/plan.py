@@ -293,9 +293,14 @@ def rendered_catalog(state: CatalogState) -> RenderedCatalog:
     return render_catalog(state.entries.values(), all_records(state), state.config)
 
 
+def _litellm_in_flight(state: CatalogState) -> bool:
+    return any(key.startswith("litellm/") for key in state.inflight)
+
+
 def _catalog(out: _Out) -> None:
     state = out.state
-    if not state.dirty_catalog:
+    if not state.dirty_catalog or _litellm_in_flight(state):
+        # LiteLLM writes in flight will change what is published: write the catalog once, after them.
         return
     rendered = rendered_catalog(state)
     cfg = state.config
@@ -352,8 +357,8 @@ def _templates(out: _Out) -> None:
 
 def _rollouts(out: _Out) -> None:
     state = out.state
-    if not state.dirty_rollouts:
-        return
+    if not state.dirty_rollouts or state.dirty_catalog:
+        return  # roll consumers only onto the catalog that is about to stay
     out.state = attrs.evolve(state, dirty_rollouts=False)
     observed = state.catalog
     if (

@@ -190,3 +190,14 @@ def redact_object(obj: Mapping[str, Any]) -> Redacted:
     out = copy.deepcopy(dict(obj))
     _scrub_metadata(out)
     return Redacted(out, {})
+
+
+def redact_for_source(source: str, obj: Mapping[str, Any]) -> Redacted:
+    """The redaction every adapter applies to an object of ``source`` (a ``SourceKind`` value)."""
+    if source == "secrets":
+        return redact_secret(obj)
+    if source == "external-models":
+        return redact_configmap(obj, "models.json")
+    if source == "model-activations":
+        return redact_activation(obj)
+    return redact_object(obj)

@@ -189,15 +189,16 @@ def converge(
     now = start
     pending = list(events)
     for _ in range(max_rounds):
-        for event in pending:
-            state = step(state, event).state
+        commands: list[Command] = []
+        for event in [*pending, Ticked(now)]:
+            result = step(state, event)
+            state = result.state
+            commands.extend(result.commands)  # a Ticked among the given events plans too
         pending = []
-        result = step(state, Ticked(now))
-        state = result.state
-        if not result.commands:
+        if not commands:
             return state, emitted, now
-        emitted.extend(result.commands)
-        for command in result.commands:
+        emitted.extend(commands)
+        for command in commands:
             pending.extend(world.execute(command))
         now += seconds_per_round
     raise RuntimeError(f"no fixed point after {max_rounds} rounds")

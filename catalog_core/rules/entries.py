@@ -14,7 +14,7 @@ from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, Source, logica
 
 _FAMILY_SOURCES = {
     "kubeai": (SourceKind.KUBEAI_MODELS,),
-    "external": (SourceKind.EXTERNAL_MODELS, SourceKind.MODEL_ACTIVATIONS, SourceKind.SECRETS),
+    "external": (SourceKind.EXTERNAL_MODELS, SourceKind.MODEL_ACTIVATIONS),
     "freetoken": (SourceKind.FREETOKEN_DEPLOYMENTS, SourceKind.MODEL_ACTIVATIONS, SourceKind.SERVICES),
 }
 _BIG = 1 << 62

@@ -1,0 +1,132 @@
+"""Drive the real fold against the pure simulated world, the way the service drives it against the real one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from catalog_core.commands import Command
+from catalog_core.config import CatalogConfig
+from catalog_core.events import Event, ObjectDeleted, ObjectUpserted, SourceKind, SourceListed, Ticked
+from catalog_core.fold import step
+from catalog_core.plan import all_records
+from catalog_core.redact import redact_for_source
+from catalog_core.simulate import SimulatedWorld, converge
+from catalog_core.state import CatalogState, initial_state
+from contracts.kinds import sources_of
+from tests.core.builders import catalog_configmap
+
+
+class Cluster:
+    def __init__(self, config: CatalogConfig | None = None, **env: str) -> None:
+        cfg = config or CatalogConfig.from_env(env)
+        assert isinstance(cfg, CatalogConfig)
+        self.config = cfg
+        self.state: CatalogState = initial_state(cfg)
+        self.world = SimulatedWorld()
+        self.now = 1000.0
+        self.vault: dict[str, str] = {}
+        self.commands: list[Command] = []
+
+    # --- inputs
+    def _redacted(self, source: SourceKind, obj: dict[str, Any]) -> dict[str, Any]:
+        out = redact_for_source(source.value, obj)
+        self.vault.update(out.secrets)
+        return dict(out.obj)
+
+    def start(
+        self, *objects: dict[str, Any], rows: list[dict[str, Any]] | None = None, catalog: bool = True
+    ) -> list[Command]:
+        """List every source (the given objects, nothing else), observe LiteLLM, converge."""
+        grouped: dict[SourceKind, list[dict[str, Any]]] = {s: [] for s in SourceKind}
+        objs = list(objects)
+        if catalog and not any(
+            o.get("metadata", {}).get("name") == self.config.catalog_configmap for o in objs
+        ):
+            objs.append(catalog_configmap())
+        for obj in objs:
+            for source in sources_of(obj, self.config):
+                grouped[source].append(self._redacted(source, obj))
+        for s in grouped.pop(SourceKind.SECRETS):
+            self.world.secrets[s["metadata"]["name"]] = s
+        for t in grouped[SourceKind.AGENT_TEMPLATES]:
+            self.world.templates[t["metadata"]["name"]] = t
+        for source, kind in (
+            (SourceKind.DEPLOYMENTS, "Deployment"),
+            (SourceKind.STATEFULSETS, "StatefulSet"),
+        ):
+            for w in grouped[source]:
+                self.world.workloads[f"{kind}/{w['metadata']['name']}"] = w
+        for r in rows or []:
+            self.world.rows[r["model_info"]["id"]] = r
+        events: list[Event] = [SourceListed(s, tuple(objs_)) for s, objs_ in grouped.items()]
+        events.append(self.world.rows_event())
+        return self.run(*events)
+
+    def upserts(self, obj: dict[str, Any]) -> list[Event]:
+        """The events a watch would send for ``obj`` (the simulated world learns it too)."""
+        events: list[Event] = []
+        for source in sources_of(obj, self.config):
+            red = self._redacted(source, obj)
+            name = red["metadata"]["name"]
+            if source is SourceKind.SECRETS:
+                self.world.secrets[name] = red
+            elif source is SourceKind.AGENT_TEMPLATES:
+                self.world.templates[name] = red
+            elif source in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS):
+                self.world.workloads[f"{red['kind']}/{name}"] = red
+            events.append(ObjectUpserted(source, red))
+        return events
+
+    def apply(self, obj: dict[str, Any]) -> list[Command]:
+        return self.run(*self.upserts(obj))
+
+    def delete(self, obj: dict[str, Any]) -> list[Command]:
+        events: list[Event] = []
+        for source in sources_of(obj, self.config):
+            if source is SourceKind.SECRETS:
+                self.world.secrets.pop(obj["metadata"]["name"], None)
+            events.append(ObjectDeleted(source, self._redacted(source, obj)))
+        return self.run(*events)
+
+    def rows_changed(self) -> list[Command]:
+        """Re-observe LiteLLM after someone edited it by hand (a resync)."""
+        return self.run(self.world.rows_event())
+
+    def run(self, *events: Event) -> list[Command]:
+        start = max(self.now, self.state.now, *(e.now for e in events if isinstance(e, Ticked)))
+        self.state, commands, self.now = converge(self.state, self.world, start=start, events=events)
+        self.now += 1.0
+        self.commands.extend(commands)
+        return commands
+
+    def feed(self, *events: Event) -> None:
+        """Fold events without ticking (nothing is planned)."""
+        for event in events:
+            self.state = step(self.state, event).state
+
+    # --- outputs
+    @property
+    def data(self) -> dict[str, str]:
+        assert self.world.catalog is not None, "no catalog written"
+        return dict(self.world.catalog["data"])
+
+    def catalog(self) -> dict[str, Any]:
+        return json.loads(self.data["catalog.json"])
+
+    def model_ids(self) -> list[str]:
+        return [m["id"] for m in self.catalog()["models"]]
+
+    def entry(self, model_id: str) -> dict[str, Any]:
+        return next(m for m in self.catalog()["models"] if m["id"] == model_id)
+
+    def routes(self) -> list[dict[str, Any]]:
+        return json.loads(self.data["routes.json"])
+
+    def record(self, name: str, source: str | None = None) -> dict[str, Any]:
+        found = [r for r in self.routes() if r["name"] == name and (source is None or r["source"] == source)]
+        assert len(found) == 1, (name, found)
+        return found[0]
+
+    def all_records(self) -> list[dict[str, Any]]:
+        return [r.as_json() for r in all_records(self.state)]

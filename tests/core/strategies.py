@@ -1,0 +1,158 @@
+"""Hypothesis strategies: small, collision-prone clusters (names overlap across sources on purpose)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.core import builders as b
+
+NAMES = ["llama", "qwen", "Llama", "embed", "phi", "gpt-4o", "mesh/llama", "local/qwen", "share/phi", "x y"]
+CANARY = "sk-canary-7f3e9b1d"  # planted in every Secret; must never surface
+
+
+names = st.sampled_from(NAMES)
+limits = st.one_of(
+    st.none(), st.integers(1, 200_000), st.sampled_from(["8192", "0", "-1", "lots", 1.5, True])
+)
+
+
+@st.composite
+def kubeai(draw: st.DrawFn) -> dict[str, Any]:
+    args = []
+    if (ctx := draw(limits)) is not None:
+        args = [f"--max-model-len={ctx}"]
+    return b.kubeai_model(
+        draw(names),
+        ready=draw(st.sampled_from([0, 1, 2, None])),
+        features=draw(
+            st.sampled_from([["TextGeneration"], ["TextEmbedding"], ["Reranking"], ["SpeechToText"], []])
+        ),
+        args=args,
+    )
+
+
+@st.composite
+def external_item(draw: st.DrawFn) -> Any:
+    item: dict[str, Any] = {"name": draw(names), "model": draw(st.sampled_from(["openai/a", "groq/b", 5]))}
+    if draw(st.booleans()):
+        item["apiKeySecretRef"] = {
+            "name": draw(st.sampled_from(["openai", "missing", "ai-model-provider-m"])),
+            "key": "apiKey",
+        }
+    elif draw(st.booleans()):
+        item["apiKey"] = CANARY + "-inline"
+    if draw(st.booleans()):
+        item["tpm"] = draw(limits)
+    if draw(st.booleans()):
+        item["enabled"] = draw(st.sampled_from([False, "false", True]))
+    if draw(st.booleans()):
+        item["contextWindow"] = draw(limits)
+    return item
+
+
+@st.composite
+def external_configmap(draw: st.DrawFn) -> dict[str, Any]:
+    if draw(st.integers(0, 9)) == 0:
+        return b.external_configmap(None, raw_text='{"models": [ {"name": "' + CANARY + '",, ]')
+    return b.external_configmap(draw(st.lists(external_item(), max_size=4)))
+
+
+@st.composite
+def activation(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["external", "local"]))
+    external = None
+    if kind == "external":
+        external = {"model": "mistral/large"}
+        ref = draw(st.sampled_from([None, "ai-model-provider-m", "openai", "litellm-master-key", "labelled"]))
+        if ref:
+            external["apiKeySecretRef"] = {"name": ref, "key": "apiKey"}
+        elif draw(st.booleans()):
+            external["apiKey"] = CANARY + "-activation"
+    return b.activation(
+        draw(names), kind=kind, external=external, enabled=draw(st.sampled_from([None, False]))
+    )
+
+
+@st.composite
+def runtime(draw: st.DrawFn) -> list[dict[str, Any]]:
+    name = draw(st.sampled_from(["rt-a", "rt-b"]))
+    objs = [
+        b.freetoken_deployment(
+            name,
+            activation_name=draw(st.sampled_from([None, "phi", "llama", "gone"])),
+            ready=draw(st.booleans()),
+            endpoint=draw(st.sampled_from([None, f"http://{name}.ai.svc:8080/v1", "http://evil.example/v1"])),
+        )
+    ]
+    if draw(st.booleans()):
+        objs.append(b.service(name))
+    return objs
+
+
+def secrets() -> list[dict[str, Any]]:
+    labels = {"appliance.magicstick.dev/model-provider-secret": "true"}
+    return [
+        b.secret("openai", {"apiKey": CANARY + "-openai"}),
+        b.secret("ai-model-provider-m", {"apiKey": CANARY + "-m"}),
+        b.secret("labelled", {"apiKey": CANARY + "-l"}, labels=labels),
+        b.secret("litellm-master-key", {"apiKey": CANARY + "-master"}),
+    ]
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out = []
+    for i in range(draw(st.integers(0, 4))):
+        name = draw(names)
+        kind = draw(st.sampled_from(["mesh", "hand", "legacy", "owned", "foreign-our-id"]))
+        if kind == "mesh":
+            out.append(b.row(name, f"mesh-{i}", owner="private-mesh", order=1))
+        elif kind == "hand":
+            out.append(b.row(name, f"hand-{i}"))
+        elif kind == "legacy":
+            out.append(b.row(name, f"ai-appliance-kubeai-legacy{i}", managed=True))
+        elif kind == "owned":
+            out.append(b.row(name, f"ai-appliance-external-stale{i}", owner="model-catalog"))
+        else:
+            out.append(b.row(name, "ai-appliance-kubeai-llama", owner="private-mesh"))
+    return out
+
+
+@st.composite
+def cluster(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(Kubernetes objects, LiteLLM rows)."""
+    objs: list[dict[str, Any]] = []
+    objs += draw(st.lists(kubeai(), max_size=4))
+    if draw(st.booleans()):
+        objs.append(draw(external_configmap()))
+    objs += draw(st.lists(activation(), max_size=3))
+    for r in draw(st.lists(runtime(), max_size=2)):
+        objs += r
+    objs += secrets()
+    if draw(st.booleans()):
+        objs.append(b.agent_template("litellm-default", models={"old": {"name": "old"}}))
+    if draw(st.booleans()):
+        objs += [
+            b.deployment(
+                "openclaw",
+                labels={"app.kubernetes.io/instance": "openclaw", "app.kubernetes.io/name": "openclaw"},
+            ),
+            b.replicaset("openclaw-1", "openclaw"),
+            b.pod(
+                "openclaw-1-a",
+                labels={"app.kubernetes.io/instance": "openclaw", "app.kubernetes.io/name": "openclaw"},
+                owner=("ReplicaSet", "openclaw-1"),
+            ),
+            b.pod("solo", labels={"app": "anything-llm"}),
+        ]
+    return _dedupe(objs), draw(rows())
+
+
+def _dedupe(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last object of each (kind, namespace, name) wins: a cluster holds one of each."""
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for o in objs:
+        seen[(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"])] = o
+    return list(seen.values())

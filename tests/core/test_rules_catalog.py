@@ -1,0 +1,260 @@
+"""The generated ConfigMap (contracts A.5), Mesh awareness (B.4), routes.json (B.5), types (C.9)."""
+
+import json
+
+from catalog_core.config import CatalogConfig
+from catalog_core.jsonval import canonical, short_hash
+from tests.core import builders as b
+from tests.core.harness import Cluster
+
+P = "AI_APPLIANCE_MODEL_CATALOG_"
+
+
+def _cluster(**env):
+    c = Cluster(**env)
+    c.start(
+        b.kubeai_model(
+            "llama", args=["--max-model-len=20000"], annotations={"ai-appliance.io/max-output-tokens": "8192"}
+        ),
+        b.kubeai_model(
+            "small", args=["--max-model-len=8192"], annotations={"ai-appliance.io/max-output-tokens": "8192"}
+        ),
+        b.kubeai_model("embed", features=["TextEmbedding"]),
+        b.kubeai_model("rerank", features=["Reranking"]),
+        b.kubeai_model("whisper", features=["SpeechToText"]),
+    )
+    return c
+
+
+def test_every_data_key_is_present_and_json_is_formatted():
+    c = _cluster()
+    assert set(c.data) == {
+        "catalog.json",
+        "chat-models.json",
+        "embedding-models.json",
+        "defaults.env",
+        "openclaw.json",
+        "hermes.yaml",
+        "opencode-providers.json",
+        "paperclip-opencode-providers.json",
+        "paperclip-adapter-models.json",
+        "routes.json",
+        f"{P}READY",
+        f"{P}HASH",
+        f"{P}DEFAULT_CHAT_MODEL",
+        f"{P}DEFAULT_OPENCODE_MODEL",
+        f"{P}DEFAULT_EMBEDDING_MODEL",
+    }
+    for key, value in c.data.items():
+        if key.endswith((".json", ".yaml")):
+            assert value == json.dumps(json.loads(value), indent=2, sort_keys=True) + "\n", key
+
+
+def test_entries_sorted_by_type_then_id_with_the_contract_fields():
+    c = _cluster()
+    models = c.catalog()["models"]
+    assert [(m["type"], m["id"]) for m in models] == [
+        ("audio", "whisper"),
+        ("chat", "llama"),
+        ("chat", "small"),
+        ("embedding", "embed"),
+        ("rerank", "rerank"),
+    ]
+    llama = c.entry("llama")
+    assert llama == {
+        "id": "llama",
+        "name": "llama",
+        "type": "chat",
+        "provider": "litellm",
+        "modelRef": "litellm/llama",
+        "source": "kubeai",
+        "managed": True,
+        "litellm": {"model": "openai/llama", "apiBase": "http://kubeai.ai.svc.cluster.local/openai/v1"},
+        "contextWindow": 20000,
+        "maxOutputTokens": 8192,
+        "routes": [{"order": 0, "locality": "local", "owner": "model-catalog"}],
+    }
+
+
+def test_hash_covers_exactly_the_contract_inputs():
+    c = _cluster()
+    cat = c.catalog()
+    expected = short_hash(
+        canonical(
+            {
+                "models": cat["models"],
+                "defaultChatModel": "llama",
+                "defaultEmbeddingModel": "embed",
+                "opencodeDefaultContextTokens": 131072,
+                "opencodeDefaultOutputTokens": 8192,
+                "paperclipOpenCodeMaxOutputTokens": 4096,
+                "paperclipOpenCodeContextHeadroomTokens": 4096,
+                "openclawCompaction": {"reserveTokens": 4096, "reserveTokensFloor": 0},
+                "openclawToolsProfile": "coding",
+            }
+        )
+    )
+    assert cat["hash"] == expected == c.data[f"{P}HASH"]
+    assert c.world.catalog["metadata"]["annotations"]["ai-appliance.io/catalog-hash"] == expected
+
+
+def test_defaults_and_scalars():
+    c = _cluster()
+    assert c.data["defaults.env"] == (
+        f"{P}READY=true\n{P}HASH={c.catalog()['hash']}\n{P}DEFAULT_CHAT_MODEL=llama\n"
+        f"{P}DEFAULT_OPENCODE_MODEL=litellm/llama\n{P}DEFAULT_EMBEDDING_MODEL=embed\n"
+        f"{P}MODEL_COUNT=5\n{P}CHAT_MODEL_COUNT=2\n{P}EMBEDDING_MODEL_COUNT=1\n"
+    )
+    assert c.data[f"{P}READY"] == "true"
+    assert c.data[f"{P}DEFAULT_OPENCODE_MODEL"] == "litellm/llama"
+    configured = _cluster(
+        AI_APPLIANCE_DEFAULT_CHAT_MODEL="small", AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL="nope"
+    )
+    assert configured.catalog()["defaultChatModel"] == "small"
+    assert configured.catalog()["defaultEmbeddingModel"] == "embed"  # not an embedding id: first in order
+    empty = Cluster()
+    empty.start()
+    assert empty.catalog()["defaultChatModel"] == ""
+    assert empty.data[f"{P}DEFAULT_OPENCODE_MODEL"] == ""
+
+
+def test_agent_fragments_hold_chat_models_only_with_their_limits():
+    c = _cluster()
+    opencode = json.loads(c.data["opencode-providers.json"])["litellm"]
+    assert opencode["npm"] == "@ai-sdk/openai-compatible"
+    assert opencode["options"] == {
+        "baseURL": "http://litellm.ai.svc.cluster.local:4000/v1",
+        "apiKey": "{env:OPENAI_API_KEY}",
+    }
+    assert opencode["models"] == {
+        "llama": {"name": "llama", "limit": {"context": 20000, "output": 8192}},
+        "small": {"name": "small", "limit": {"context": 8192, "output": 8192}},
+    }
+    paperclip = json.loads(c.data["paperclip-opencode-providers.json"])["litellm"]["models"]
+    assert paperclip["llama"]["limit"] == {"context": 15904, "output": 3976}
+    assert paperclip["small"]["limit"] == {"context": 6144, "output": 1536}
+    assert json.loads(c.data["paperclip-adapter-models.json"]) == {
+        "opencode_local": [
+            {"id": "litellm/llama", "label": "llama"},
+            {"id": "litellm/small", "label": "small"},
+        ]
+    }
+    openclaw = json.loads(c.data["openclaw.json"])
+    provider = openclaw["models"]["providers"]["litellm"]
+    assert provider["apiKey"] == "${LITELLM_API_KEY}"
+    assert provider["api"] == "openai-completions"
+    assert [m["id"] for m in provider["models"]] == ["llama", "small"]
+    assert openclaw["agents"]["defaults"] == {
+        "compaction": {"reserveTokens": 4096, "reserveTokensFloor": 0},
+        "model": {"primary": "litellm/llama"},
+    }
+    assert openclaw["tools"] == {"profile": "coding"}
+    hermes = json.loads(c.data["hermes.yaml"])
+    assert hermes["model"] == {
+        "default": "llama",
+        "provider": "litellm",
+        "base_url": "http://litellm.ai.svc.cluster.local:4000/v1",
+        "api_mode": "chat_completions",
+    }
+    assert hermes["providers"]["litellm"]["models"] == {
+        "llama": {"name": "llama", "context_length": 20000},
+        "small": {"name": "small", "context_length": 8192},
+    }
+    assert hermes["providers"]["litellm"]["key_env"] == "OPENAI_API_KEY"
+    assert hermes["providers"]["litellm"]["discover_models"] is False
+    chat_list = json.loads(c.data["chat-models.json"])
+    assert [m["id"] for m in chat_list["models"]] == ["llama", "small"]
+    assert chat_list["defaultModel"] == "llama"
+
+
+def test_routes_json_changes_never_change_the_hash():
+    c = Cluster()
+    c.start(b.kubeai_model("llama"), b.kubeai_model("qwen", ready=0))
+    before = c.catalog()["hash"]
+    c.apply(b.external_configmap([{"name": "broken", "model": "x", "tpm": "?"}]))
+    assert any(r["name"] == "broken" for r in c.routes())
+    assert c.catalog()["hash"] == before
+
+
+# --- Private Mesh awareness (B.4)
+MESH_FALLBACK = b.row(
+    "llama", "mesh-llama", owner="private-mesh", order=1, api_base="http://mesh/v1", max_input_tokens=4096
+)
+MESH_ALIAS = b.row("mesh/llama", "mesh-alias-llama", owner="private-mesh", api_base="http://mesh/v1")
+LOCAL_ALIAS = b.row("local/llama", "mesh-local-llama", owner="private-mesh")
+EXPORT = b.row("share/llama", "mesh-export-llama", owner="private-mesh")
+EXPORT_FLAG = b.row("llama-export", "mesh-export2", owner="private-mesh", ai_appliance_export_only=True)
+
+
+def test_mesh_rows_merge_into_one_logical_entry():
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama", args=["--max-model-len=32768"]),
+        rows=[MESH_FALLBACK, MESH_ALIAS, LOCAL_ALIAS, EXPORT, EXPORT_FLAG],
+    )
+    assert c.model_ids() == ["llama"]  # aliases and export-only rows are not entries
+    llama = c.entry("llama")
+    assert llama["routes"] == [
+        {"order": 0, "locality": "local", "owner": "model-catalog"},
+        {"order": 1, "locality": "mesh", "owner": "private-mesh"},
+    ]
+    assert llama["aliases"] == ["local/llama", "mesh/llama"]
+    assert llama["contextWindow"] == 32768  # metadata from the owned local row
+    assert llama["managed"] is True
+    assert [m["id"] for m in json.loads(c.data["chat-models.json"])["models"]] == ["llama"]
+    for key in (
+        "opencode-providers.json",
+        "paperclip-opencode-providers.json",
+        "openclaw.json",
+        "hermes.yaml",
+        "defaults.env",
+    ):
+        assert "mesh/llama" not in c.data[key] and "share/llama" not in c.data[key]
+    assert "share/llama" not in c.data["catalog.json"]
+    assert "llama-export" not in c.data["catalog.json"]
+    assert {"mesh-llama", "mesh-alias-llama", "mesh-local-llama", "mesh-export-llama", "mesh-export2"} <= set(
+        c.world.rows
+    )
+
+
+def test_mesh_fallback_alone_is_listed_and_the_local_route_takes_over_metadata():
+    c = Cluster()
+    c.start(b.kubeai_model("llama", ready=0), rows=[MESH_FALLBACK])
+    assert c.entry("llama")["managed"] is False
+    assert c.entry("llama")["contextWindow"] == 4096
+    c.apply(b.kubeai_model("llama", args=["--max-model-len=32768"]))
+    assert c.entry("llama")["managed"] is True
+    assert [r["order"] for r in c.entry("llama")["routes"]] == [0, 1]
+
+
+def test_row_order_never_changes_the_hash():
+    a, z = Cluster(), Cluster()
+    rows = [MESH_FALLBACK, MESH_ALIAS, b.row("llama", "mesh-llama-2", owner="private-mesh", order=2)]
+    a.start(b.kubeai_model("llama"), rows=rows)
+    z.start(b.kubeai_model("llama"), rows=list(reversed(rows)))
+    assert a.catalog()["hash"] == z.catalog()["hash"]
+
+
+def test_alias_without_a_route_is_not_an_entry_and_creates_nothing():
+    c = Cluster()
+    c.start(rows=[MESH_ALIAS])
+    assert c.model_ids() == []
+    assert set(c.world.rows) == {"mesh-alias-llama"}
+
+
+def test_trusted_logical_name():
+    c = Cluster()
+    c.start(
+        rows=[
+            b.row("llama", "r1", owner="private-mesh"),
+            b.row("peer-b/llama-8b", "r2", owner="private-mesh", ai_appliance_logical_name="llama"),
+        ]
+    )
+    assert c.entry("llama")["aliases"] == ["peer-b/llama-8b"]
+
+
+def test_config_changes_change_the_hash():
+    a = _cluster()
+    b_ = _cluster(OPENCODE_DEFAULT_CONTEXT_TOKENS="65536")
+    assert a.catalog()["hash"] != b_.catalog()["hash"]
+    assert CatalogConfig().openclaw_tools_profile == "coding"

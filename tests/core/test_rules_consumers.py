@@ -1,0 +1,171 @@
+"""AgentTemplates (contracts A.6, C.7) and consumer rollouts (C.6)."""
+
+import json
+
+from catalog_core.commands import EvictPod, PatchAgentTemplate, RollWorkload
+from catalog_core.events import SourceKind, SourceUnavailable, Unavailability
+from tests.core import builders as b
+from tests.core.harness import Cluster
+
+OPENCLAW = {"app.kubernetes.io/instance": "openclaw", "app.kubernetes.io/name": "openclaw"}
+
+
+def _templates(c):
+    return {n: t["spec"]["config"] for n, t in c.world.templates.items()}
+
+
+# --- AgentTemplates
+def test_models_replaced_exactly_and_a_chosen_model_kept():
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama", args=["--max-model-len=20000"]),
+        b.kubeai_model("qwen"),
+        b.kubeai_model("embed", features=["TextEmbedding"]),
+        b.agent_template(
+            "litellm-default",
+            models={
+                "retired": {"name": "retired"},
+                "qwen": {"name": "qwen", "limit": {"context": 1, "output": 1}, "x": 1},
+            },
+            model="litellm/qwen",
+            small_model="anthropic/other",
+        ),
+    )
+    config = _templates(c)["litellm-default"]
+    assert config["provider"]["litellm"]["models"] == {
+        "llama": {"name": "llama", "limit": {"context": 20000, "output": 8192}},
+        "qwen": {"name": "qwen", "limit": {"context": 131072, "output": 8192}},
+    }
+    assert config["provider"]["litellm"]["npm"] == "@ai-sdk/openai-compatible"  # foreign keys untouched
+    assert config["model"] == "litellm/qwen"  # in the catalog: kept (C.7)
+    assert config["small_model"] == "litellm/llama"  # not in the catalog: the default chat model
+    patch = next(x for x in c.commands if isinstance(x, PatchAgentTemplate))
+    assert patch.patch.value()["metadata"] == {"resourceVersion": "1"}  # guarded by resourceVersion
+    # a removed model disappears; nothing else is rewritten
+    c.apply(b.kubeai_model("qwen", ready=0))
+    assert set(_templates(c)["litellm-default"]["provider"]["litellm"]["models"]) == {"llama"}
+    assert _templates(c)["litellm-default"]["model"] == "litellm/llama"
+
+
+def test_steady_templates_are_not_patched_again():
+    c = Cluster()
+    c.start(b.kubeai_model("llama"), b.agent_template("litellm-default"))
+    patches = sum(isinstance(x, PatchAgentTemplate) for x in c.world.writes)
+    c.apply(b.kubeai_model("other", ready=0))
+    c.run()
+    assert sum(isinstance(x, PatchAgentTemplate) for x in c.world.writes) == patches == 1
+
+
+def test_targets_are_named_or_labelled_templates():
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama"),
+        b.agent_template("litellm-default"),
+        b.agent_template("app-1", labels={"appliance.magicstick.dev/appinstance": "hermes"}),
+        b.agent_template("unrelated"),
+    )
+    patched = {x.name for x in c.world.writes if isinstance(x, PatchAgentTemplate)}
+    assert patched == {"litellm-default", "app-1"}
+
+
+def test_no_chat_model_no_patch_and_missing_templates_are_fine():
+    c = Cluster()
+    c.start(b.kubeai_model("embed", features=["TextEmbedding"]), b.agent_template("litellm-default"))
+    assert not any(isinstance(x, PatchAgentTemplate) for x in c.world.writes)
+    d = Cluster()
+    d.start(b.kubeai_model("llama"))
+    d.run(SourceUnavailable(SourceKind.AGENT_TEMPLATES, Unavailability.NOT_INSTALLED))
+    assert d.model_ids() == ["llama"]
+
+
+def test_sync_can_be_disabled():
+    c = Cluster(AGENT_TEMPLATE_SYNC_ENABLED="false")
+    c.start(b.kubeai_model("llama"), b.agent_template("litellm-default"))
+    assert not any(isinstance(x, PatchAgentTemplate) for x in c.world.writes)
+
+
+def test_unexpected_shape_is_reported_not_overwritten():
+    c = Cluster()
+    c.start(b.kubeai_model("llama"), b.agent_template("litellm-default", config={"provider": "litellm"}))
+    assert not any(isinstance(x, PatchAgentTemplate) for x in c.world.writes)
+    assert any(e.reason == "UnexpectedShape" and e.involved.kind == "AgentTemplate" for e in c.world.events)
+
+
+# --- rollouts
+def _consumers():
+    return [
+        b.deployment("openclaw", labels=OPENCLAW),
+        b.replicaset("openclaw-abc", "openclaw"),
+        b.pod("openclaw-abc-1", labels=OPENCLAW, owner=("ReplicaSet", "openclaw-abc")),
+        b.pod("openclaw-abc-2", labels=OPENCLAW, owner=("ReplicaSet", "openclaw-abc")),
+        b.statefulset("hermes"),
+        b.pod(
+            "hermes-0",
+            labels={"app.kubernetes.io/instance": "hermes", "app.kubernetes.io/name": "hermes-agent"},
+            owner=("StatefulSet", "hermes"),
+        ),
+        b.pod("anything", labels={"app": "anything-llm"}),
+        b.pod("not-a-consumer", labels={"app": "web"}, owner=("ReplicaSet", "openclaw-abc")),
+    ]
+
+
+def test_hash_change_rolls_owning_workloads_and_evicts_ownerless_pods():
+    c = Cluster()
+    c.start(b.kubeai_model("llama"), *_consumers())
+    rolls = sorted((x.kind, x.name) for x in c.world.writes if isinstance(x, RollWorkload))
+    assert rolls == [
+        ("Deployment", "openclaw"),
+        ("StatefulSet", "hermes"),
+    ]  # once per workload, via the ReplicaSet
+    assert c.world.evicted == ["anything"]
+    current = c.catalog()["hash"]
+    ann = c.world.workloads["Deployment/openclaw"]["spec"]["template"]["metadata"]["annotations"]
+    assert ann["ai-appliance.io/catalog-hash"] == current
+    # the rollout is written after the catalog it announces
+    kinds = [type(x).__name__ for x in c.world.writes]
+    assert kinds.index("WriteCatalog") < kinds.index("RollWorkload")
+
+
+def test_no_rollout_without_a_hash_change():
+    c = Cluster()
+    c.start(b.kubeai_model("llama"), b.kubeai_model("qwen", ready=0), *_consumers())
+    before = len([x for x in c.world.writes if isinstance(x, RollWorkload | EvictPod)])
+    c.apply(b.external_configmap([{"name": "bad", "model": "x", "rpm": "?"}]))  # routes.json only
+    c.apply(b.kubeai_model("llama", ready=2))
+    after = len([x for x in c.world.writes if isinstance(x, RollWorkload | EvictPod)])
+    assert after == before
+    c.apply(b.kubeai_model("qwen"))  # a real change: roll again
+    assert len([x for x in c.world.writes if isinstance(x, RollWorkload)]) == 4
+
+
+def test_restart_disabled():
+    c = Cluster(CONSUMER_RESTART_ENABLED="false")
+    c.start(b.kubeai_model("llama"), *_consumers())
+    assert not any(isinstance(x, RollWorkload | EvictPod) for x in c.world.writes)
+
+
+def test_pod_started_on_the_current_catalog_is_not_evicted():
+    c = Cluster()
+    c.start(b.kubeai_model("llama"))
+    c.apply(b.pod("fresh", labels={"app": "anything-llm"}))
+    assert c.world.evicted == []
+
+
+def test_rollout_is_level_triggered_after_a_lost_restart():
+    """C.6: a crash between the catalog write and the rollout must not lose the restart."""
+    c = Cluster()
+    c.start(b.kubeai_model("llama"))
+    written = c.world.catalog
+    # a new controller starts: the catalog is already current, the workload still carries an old hash
+    d = Cluster()
+    d.start(
+        b.kubeai_model("llama"),
+        written,
+        b.deployment("openclaw", labels=OPENCLAW, template_hash="old"),
+        b.replicaset("rs", "openclaw"),
+        b.pod("p", labels=OPENCLAW, owner=("ReplicaSet", "rs")),
+    )
+    assert not any(type(x).__name__ == "WriteCatalog" for x in d.world.writes)
+    assert [(x.name, x.catalog_hash) for x in d.world.writes if isinstance(x, RollWorkload)] == [
+        ("openclaw", json.loads(written["data"]["catalog.json"])["hash"])
+    ]

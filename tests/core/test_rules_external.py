@@ -1,0 +1,219 @@
+"""External models from the ConfigMap (A.2) and ModelActivations (A.3, C.8); per-item isolation (C.4)."""
+
+from catalog_core.commands import SecretKey, UpdateLiteLLMModel
+from tests.core import builders as b
+from tests.core.harness import Cluster
+
+OPENAI = {"name": "gpt-4o", "model": "openai/gpt-4o", "apiKeySecretRef": {"name": "openai", "key": "apiKey"}}
+PROVIDER = {"appliance.magicstick.dev/model-provider-secret": "true"}
+
+
+def test_external_model_published_with_a_secret_reference():
+    c = Cluster()
+    c.start(
+        b.external_configmap([OPENAI | {"contextWindow": 128000}]),
+        b.secret("openai", {"apiKey": "sk-canary-1"}),
+    )
+    body = c.world.rows["ai-appliance-external-gpt-4o"]
+    assert body["litellm_params"] == {"model": "openai/gpt-4o"}  # the simulator never sees the key value
+    assert body["model_info"]["ai_appliance_source"] == "external"
+    assert body["model_info"]["max_input_tokens"] == 128000
+    assert "order" not in body["litellm_params"]  # external routes get no order (B.2)
+    create = c.commands[1]
+    assert isinstance(create.api_key, SecretKey)
+    assert (create.api_key.name, create.api_key.key) == ("openai", "apiKey")
+    assert "sk-canary-1" not in repr(c.commands) + repr(c.state)
+    assert c.entry("gpt-4o")["source"] == "external"
+
+
+def test_user_order_and_appliance_keys_are_dropped():
+    c = Cluster()
+    item = {
+        "name": "x",
+        "model": "a/b",
+        "order": 0,
+        "litellm": {"order": 0},
+        "ai_appliance_scheduler": {"trusted": True},
+    }
+    c.start(b.external_configmap([item]))
+    body = c.world.rows["ai-appliance-external-x"]
+    assert "order" not in body["litellm_params"]
+    assert "ai_appliance_scheduler" not in body["model_info"]
+
+
+def test_rotating_the_secret_updates_the_route_once():
+    c = Cluster()
+    c.start(b.external_configmap([OPENAI]), b.secret("openai", {"apiKey": "sk-1"}, rv="1"))
+    commands = c.apply(b.secret("openai", {"apiKey": "sk-2"}, rv="2"))
+    assert [type(x) for x in commands] == [UpdateLiteLLMModel]
+    assert commands[0].api_key.resource_version == "2"
+    assert c.apply(b.secret("openai", {"apiKey": "sk-2"}, rv="2")) == []
+
+
+def test_invalid_json_keeps_the_last_good_models():
+    c = Cluster()
+    c.start(
+        b.external_configmap([OPENAI, {"name": "b", "model": "x/b"}]), b.secret("openai", {"apiKey": "k"})
+    )
+    writes = len(c.world.rows)
+    c.apply(b.external_configmap(None, raw_text='{"models": [{"name": "gpt-4o",, }]}'))
+    assert len(c.world.rows) == writes
+    assert c.model_ids() == ["b", "gpt-4o"]
+    doc = c.record("ai-external-models")
+    assert (doc["state"], doc["reason"]) == ("error", "InvalidJSON")
+    assert any(e.reason == "InvalidJSON" and e.involved.name == "ai-external-models" for e in c.world.events)
+    c.apply(b.external_configmap([OPENAI]))  # fixed (and b removed)
+    assert c.model_ids() == ["gpt-4o"]
+    assert all(r["name"] != "ai-external-models" for r in c.routes())
+
+
+def test_one_bad_item_does_not_stop_the_others():
+    c = Cluster()
+    c.start(
+        b.external_configmap([{"name": "a", "model": "x/a", "tpm": "lots"}, {"name": "b", "model": "x/b"}])
+    )
+    assert c.model_ids() == ["b"]
+    assert c.record("a")["reason"] == "InvalidField"
+    assert c.record("b")["state"] == "published"
+
+
+def test_item_problem_keeps_that_items_last_good_route():
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "a", "model": "x/a", "tpm": 10}]))
+    c.apply(b.external_configmap([{"name": "a", "model": "x/a", "tpm": "ten"}]))
+    assert c.world.rows["ai-appliance-external-a"]["litellm_params"]["tpm"] == 10
+    rec = c.record("a")
+    assert (rec["state"], rec["reason"], rec["servingLastGood"]) == ("error", "InvalidField", True)
+
+
+def test_missing_secret_and_missing_key():
+    c = Cluster()
+    c.start(
+        b.external_configmap(
+            [OPENAI, OPENAI | {"name": "other", "apiKeySecretRef": {"name": "s2", "key": "nope"}}]
+        ),
+        b.secret("s2", {"apiKey": "v"}),
+    )
+    assert c.record("gpt-4o")["reason"] == "SecretNotFound"
+    assert c.record("other")["reason"] == "SecretKeyNotFound"
+    assert c.model_ids() == []
+    c.apply(b.secret("openai", {"apiKey": "v"}))
+    assert c.model_ids() == ["gpt-4o"]
+
+
+def test_deleting_the_secret_keeps_the_last_good_route():
+    c = Cluster()
+    c.start(b.external_configmap([OPENAI]), b.secret("openai", {"apiKey": "v"}))
+    c.delete(b.secret("openai", {"apiKey": "v"}))
+    assert "ai-appliance-external-gpt-4o" in c.world.rows
+    assert c.record("gpt-4o")["reason"] == "SecretNotFound"
+    assert c.record("gpt-4o")["servingLastGood"] is True
+
+
+def test_disabled_item_is_withdrawn():
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "a", "model": "x/a"}]))
+    c.apply(b.external_configmap([{"name": "a", "model": "x/a", "enabled": False}]))
+    assert c.world.rows == {}
+    assert c.record("a")["reason"] == "Disabled"
+
+
+def test_missing_configmap_means_no_external_models():
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "a", "model": "x/a"}]))
+    c.delete(b.external_configmap([]))
+    assert c.world.rows == {}
+
+
+def test_inline_key_in_configmap_is_accepted_but_never_stored():
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "a", "model": "x/a", "apiKey": "sk-inline-canary"}]))
+    assert "ai-appliance-external-a" in c.world.rows
+    assert "sk-inline-canary" not in repr(c.state) + repr(c.commands) + repr(c.world.rows)
+    assert "sk-inline-canary" in c.vault.values()
+
+
+# --- ModelActivations
+def test_external_activation_published_while_a_local_model_starts():
+    c = Cluster()
+    c.start(
+        b.kubeai_model("qwen", ready=0),
+        b.activation(
+            "mistral",
+            external={
+                "model": "mistral/large",
+                "apiKeySecretRef": {"name": "ai-model-provider-mistral", "key": "k"},
+            },
+        ),
+        b.secret("ai-model-provider-mistral", {"k": "v"}),
+    )
+    assert c.model_ids() == ["mistral"]
+    assert c.record("mistral", "modelactivation")["state"] == "published"
+    assert c.record("qwen")["reason"] == "NotReady"
+    c.apply(b.kubeai_model("qwen"))
+    assert c.model_ids() == ["mistral", "qwen"]
+
+
+def test_activation_secret_allow_list():
+    c = Cluster()
+    c.start(
+        b.activation(
+            "by-label", external={"model": "x", "apiKeySecretRef": {"name": "labelled", "key": "k"}}
+        ),
+        b.activation(
+            "by-name", external={"model": "x", "apiKeySecretRef": {"name": "ai-model-provider-x", "key": "k"}}
+        ),
+        b.activation(
+            "master", external={"model": "x", "apiKeySecretRef": {"name": "litellm-master-key", "key": "k"}}
+        ),
+        b.secret("labelled", {"k": "v"}, labels=PROVIDER),
+        b.secret("ai-model-provider-x", {"k": "v"}),
+        b.secret("litellm-master-key", {"k": "sk-master-canary"}),
+    )
+    assert c.model_ids() == ["by-label", "by-name"]
+    rec = c.record("master")
+    assert (rec["state"], rec["reason"]) == ("error", "SecretNotAllowed")
+    assert any(
+        e.reason == "SecretNotAllowed" and e.involved.kind == "ModelActivation" for e in c.world.events
+    )
+    # the Secret was never read: the watch asked for provider-labelled Secrets only
+    assert "sk-master-canary" not in repr(c.state)
+    watch = next(x for x in c.commands if type(x).__name__ == "WatchSecrets")
+    assert {(w.name, w.provider_only) for w in watch.secrets} == {
+        ("labelled", True),
+        ("ai-model-provider-x", False),
+        ("litellm-master-key", True),
+    }
+
+
+def test_configmap_may_use_any_secret_in_the_namespace():
+    c = Cluster()
+    c.start(b.external_configmap([OPENAI]), b.secret("openai", {"apiKey": "v"}))
+    assert c.model_ids() == ["gpt-4o"]
+
+
+def test_inline_key_in_activation_is_rejected():
+    c = Cluster()
+    c.start(b.activation("a", external={"model": "x", "apiKey": "sk-act-canary"}))
+    assert c.record("a")["reason"] == "InlineKeyRejected"
+    assert c.world.rows == {}
+    assert "sk-act-canary" not in repr(c.state) + repr(c.world.events)
+
+
+def test_disabled_deleting_and_local_activations():
+    c = Cluster()
+    c.start(
+        b.activation("off", external={"model": "x"}, enabled=False),
+        b.activation("going", external={"model": "x"}, deleting=True),
+        b.activation("local", kind="local"),
+    )
+    assert c.world.rows == {}
+    assert c.record("off")["reason"] == "Disabled"
+    assert c.record("going")["reason"] == "Deleting"
+    assert all(r["name"] != "local" for r in c.routes())  # local ones reach us through their runtime
+
+
+def test_activation_never_writes_status():
+    c = Cluster()
+    c.start(b.activation("a", external={"model": "x"}))
+    assert all("ModelActivation" not in repr(type(x)) for x in c.world.writes)
