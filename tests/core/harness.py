@@ -1,4 +1,4 @@
-"""Drive the real fold against the pure simulated world, the way the service drives it against the real one."""
+"""Drive the real fold against the pure simulated world, as the service drives it against the real one."""
 
 from __future__ import annotations
 
