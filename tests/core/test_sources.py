@@ -1,4 +1,4 @@
-"""Named constructors: raw objects in, typed values or typed problems out (contracts A.1-A.3, B.3, C.8, C.9)."""
+"""Named constructors: raw objects in, typed values or typed problems out (A.1-A.3, B.3, C.8, C.9)."""
 
 import json
 
