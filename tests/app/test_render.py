@@ -1,4 +1,4 @@
-"""``model-catalog render``: output, golden example, errors, redaction, plans that never touch foreign rows."""
+"""``model-catalog render``: output, golden example, errors, redaction, plans that spare foreign rows."""
 
 from __future__ import annotations
 
@@ -163,9 +163,8 @@ def test_unreadable_input_exits_2_naming_the_file(tmp_path, content, needle):
 def test_invalid_configuration_is_one_line_exit_2():
     out = render("-f", str(ROOT / "examples/cluster.yaml"), env={"OPENCODE_DEFAULT_CONTEXT_TOKENS": "lots"})
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [
-        "model-catalog: invalid configuration: OPENCODE_DEFAULT_CONTEXT_TOKENS: must be an integer >= 1, got 'lots'"
-    ]
+    expected = "invalid configuration: OPENCODE_DEFAULT_CONTEXT_TOKENS: must be an integer >= 1, got 'lots'"
+    assert out.stderr.strip().splitlines() == [f"model-catalog: {expected}"]
 
 
 def test_configuration_from_the_environment_changes_the_output():
