@@ -122,7 +122,7 @@ def render(
     output: dict[str, Any] = {
         "litellm": _desired(state, vault, show_secrets),
         "catalog": rendered_catalog(state).as_dict(),
-        "agentTemplate": applied_content(list(state.entries.values()), config),
+        "agentTemplate": applied_content(list(state.derived.entries.values()), config),
         "routes": [r.as_json() for r in sorted(all_records(state), key=lambda r: (r.source, r.name))],
     }
     if model_info is not None:
@@ -146,8 +146,8 @@ def _healthy_runtimes(runtimes: list[Mapping[str, Any]], names: tuple[str, ...])
 
 def _desired(state: CatalogState, vault: Mapping[str, str], show: bool) -> list[dict[str, Any]]:
     out = []
-    for rid in sorted(state.winners):
-        route = state.candidates[state.winners[rid]].route
+    for rid in sorted(state.derived.winners):
+        route = state.derived.candidates[state.derived.winners[rid]].route
         if route is None:
             continue
         command = CreateLiteLLMModel(

@@ -15,7 +15,6 @@ from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
-    ProbeRuntime,
     RecreateLiteLLMModel,
     RollWorkload,
     UpdateLiteLLMModel,
@@ -35,13 +34,12 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.plan import mark_key, tick
-from catalog_core.pmap import PMap
 from catalog_core.reasons import Reason
 from catalog_core.rules import health as health_rules
 from catalog_core.sources.catalog_configmap import ObservedCatalog
 from catalog_core.sources.consumers import Workload
 from catalog_core.sources.litellm_row import LiteLLMRow
-from catalog_core.state import CatalogState, Failure, Retry
+from catalog_core.state import CatalogState, Failure, Pending, Retry, mark, mark_all
 
 
 @attrs.frozen
@@ -89,51 +87,54 @@ def _observe(state: CatalogState, event: Event) -> CatalogState:
 
 def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
     key = f"probe/{event.runtime}"
-    state = attrs.evolve(state, inflight=state.inflight.delete(key))
+    state = attrs.evolve(
+        state, control=attrs.evolve(state.control, inflight=state.control.inflight.delete(key))
+    )
     current = state.health.get(event.runtime)
     if current is None or current.url != event.url:
         return state  # an answer about an endpoint we no longer trust or use
     interval = float(state.config.runtime_health_seconds)
     updated = health_rules.observe(current, event.healthy, event.detail, state.now, interval)
     state = attrs.evolve(state, health=state.health.set(event.runtime, updated))
-    if (updated.healthy, updated.failures >= 2, updated.detail) != (
-        current.healthy,
-        current.failures >= 2,
-        current.detail,
-    ):
-        state = attrs.evolve(state, dirty_items=state.dirty_items.set(f"freetoken/{event.runtime}", True))
+    before = (current.healthy, current.failures >= 2, current.detail)
+    if (updated.healthy, updated.failures >= 2, updated.detail) != before:
+        pending = attrs.evolve(state.pending, items=mark(state.pending.items, f"freetoken/{event.runtime}"))
+        state = attrs.evolve(state, pending=pending)
     return state
 
 
 def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
-    command = state.inflight.get(event.key)
+    command = state.control.inflight.get(event.key)
     state = mark_key(state, event.key)
     if command is None or command.id != event.command_id:
         return state  # an answer to a command since superseded: re-plan, nothing else
-    state = attrs.evolve(state, inflight=state.inflight.delete(event.key))
+    control = attrs.evolve(state.control, inflight=state.control.inflight.delete(event.key))
     if event.outcome is Outcome.APPLIED:
-        state = attrs.evolve(
-            state,
-            retries=state.retries.delete(event.key),
-            failures=state.failures.delete(event.key),
-            settled=state.settled.set(event.key, command.id),
+        control = attrs.evolve(
+            control,
+            retries=control.retries.delete(event.key),
+            failures=control.failures.delete(event.key),
+            settled=control.settled.set(event.key, command.id),
         )
-        return _applied(state, command)
+        return _applied(attrs.evolve(state, control=control), command)
     if event.outcome is Outcome.RETRY:
         retry = Retry(command.id, state.now + max(0.0, event.retry_after))
-        return attrs.evolve(state, retries=state.retries.set(event.key, retry))
-    if event.outcome is Outcome.TERMINAL:
-        reason = _failure_reason(event)
-        failure = Failure(command.id, reason, event.detail)
         return attrs.evolve(
-            state,
-            failures=state.failures.set(event.key, failure),
-            retries=state.retries.delete(event.key),
-            dirty_records=_records_of(state, command),
+            state, control=attrs.evolve(control, retries=control.retries.set(event.key, retry))
         )
+    if event.outcome is Outcome.TERMINAL:
+        failure = Failure(command.id, _failure_reason(event), event.detail)
+        control = attrs.evolve(
+            control,
+            failures=control.failures.set(event.key, failure),
+            retries=control.retries.delete(event.key),
+        )
+        return attrs.evolve(state, control=control, pending=_records_of(state, command))
     # GONE: the target does not exist. Do not repeat this command until the target is observed again;
     # a LiteLLM row we meant to update is forgotten, so the plan creates it instead.
-    state = attrs.evolve(state, settled=state.settled.set(event.key, command.id))
+    state = attrs.evolve(
+        state, control=attrs.evolve(control, settled=control.settled.set(event.key, command.id))
+    )
     if isinstance(command, UpdateLiteLLMModel | RecreateLiteLLMModel):
         return ingest.set_row(state, command.model_id, None)
     return state
@@ -146,13 +147,19 @@ def _failure_reason(event: CommandCompleted) -> Reason:
         return Reason.LITELLM_REJECTED if event.key.startswith("litellm/") else Reason.INVALID_FIELD
 
 
-def _records_of(state: CatalogState, command: Command) -> PMap[bool]:
-    records = state.dirty_records
+def _records_of(state: CatalogState, command: Command) -> Pending:
+    records = state.pending.records
     model_id = getattr(command, "model_id", None)
     if model_id is not None:
-        for item in state.by_id.get(model_id, frozenset()):
-            records = records.set(item, True)
-    return records
+        records = mark_all(records, state.derived.by_id.get(model_id, frozenset()))
+    return attrs.evolve(state.pending, records=records)
+
+
+def _settle(state: CatalogState, command: Command) -> CatalogState:
+    control = state.control
+    return attrs.evolve(
+        state, control=attrs.evolve(control, settled=control.settled.set(command.key, command.id))
+    )
 
 
 def _applied(state: CatalogState, command: Command) -> CatalogState:
@@ -165,26 +172,31 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
                 "model_info": command.model_info.value(),
             }
         )
-        state = ingest.set_row(state, command.model_id, row)
         # set_row forgets 'settled' for a changed row; this write is what changed it.
-        return attrs.evolve(state, settled=state.settled.set(command.key, command.id))
+        return _settle(ingest.set_row(state, command.model_id, row), command)
     if isinstance(command, DeleteLiteLLMModel):
-        state = ingest.set_row(state, command.model_id, None)
-        return attrs.evolve(state, settled=state.settled.set(command.key, command.id))
+        return _settle(ingest.set_row(state, command.model_id, None), command)
     if isinstance(command, WriteCatalog):
+        current = state.cluster.catalog
         observed = ObservedCatalog(
-            resource_version=state.catalog.resource_version if state.catalog else "",
+            resource_version=current.resource_version if current else "",
             catalog_hash=command.catalog_hash,
             fingerprint=command.fingerprint,
             ready=True,
         )
-        return attrs.evolve(state, catalog=observed, dirty_catalog=True, dirty_rollouts=True)
+        return attrs.evolve(
+            state,
+            cluster=attrs.evolve(state.cluster, catalog=observed),
+            pending=attrs.evolve(state.pending, catalog=True, rollouts=True),
+        )
     if isinstance(command, RollWorkload):
         key = f"{command.kind}/{command.name}"
-        current = state.workloads.get(key)
-        if current is not None:
-            updated = Workload(current.kind, current.name, current.uid, command.catalog_hash)
-            return attrs.evolve(state, workloads=state.workloads.set(key, updated), dirty_rollouts=True)
-    if isinstance(command, ProbeRuntime):
-        return state
+        workload = state.cluster.workloads.get(key)
+        if workload is not None:
+            updated = Workload(workload.kind, workload.name, workload.uid, command.catalog_hash)
+            return attrs.evolve(
+                state,
+                cluster=attrs.evolve(state.cluster, workloads=state.cluster.workloads.set(key, updated)),
+                pending=attrs.evolve(state.pending, rollouts=True),
+            )
     return state

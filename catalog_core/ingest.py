@@ -1,7 +1,7 @@
 """Source events -> typed observations. Parsing happens here; only typed values are stored.
 
-An observation that parses to the value already held changes nothing (no dirty
-mark), so resyncs, relists and status-only updates cost no planning.
+An observation that parses to the value already held changes nothing (no mark),
+so resyncs, relists and status-only updates cost no planning.
 """
 
 from __future__ import annotations
@@ -33,32 +33,52 @@ from catalog_core.sources.freetoken import FreeTokenRuntime, ServicePort
 from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.sources.secret import SecretInfo
-from catalog_core.state import CatalogState, LiteLLMStatus, SourceState, SourceStatus
+from catalog_core.state import (
+    CatalogState,
+    Control,
+    LiteLLMStatus,
+    Pending,
+    SourceState,
+    SourceStatus,
+    mark,
+    mark_all,
+)
 
 _WORKLOAD_KIND = {
     SourceKind.DEPLOYMENTS: "Deployment",
     SourceKind.STATEFULSETS: "StatefulSet",
     SourceKind.DAEMONSETS: "DaemonSet",
 }
+# Where each map-shaped source is kept: (group attribute, field of that group).
+_FIELD: dict[SourceKind, tuple[str, str]] = {
+    SourceKind.KUBEAI_MODELS: ("observed", "kubeai"),
+    SourceKind.MODEL_ACTIVATIONS: ("observed", "activations"),
+    SourceKind.FREETOKEN_DEPLOYMENTS: ("observed", "runtimes"),
+    SourceKind.SERVICES: ("observed", "services"),
+    SourceKind.SECRETS: ("observed", "secrets"),
+    SourceKind.AGENT_TEMPLATES: ("cluster", "templates"),
+    SourceKind.PODS: ("cluster", "pods"),
+    SourceKind.REPLICASETS: ("cluster", "replicasets"),
+    SourceKind.DEPLOYMENTS: ("cluster", "workloads"),
+    SourceKind.STATEFULSETS: ("cluster", "workloads"),
+    SourceKind.DAEMONSETS: ("cluster", "workloads"),
+}
+# What an object of each source is about, for re-planning: item keys, or a flag.
+_ITEM_PREFIX = {
+    SourceKind.KUBEAI_MODELS: "kubeai/",
+    SourceKind.FREETOKEN_DEPLOYMENTS: "freetoken/",
+}
+_DEPENDENTS_PREFIX = {
+    SourceKind.SERVICES: "service/",
+    SourceKind.SECRETS: "secret/",
+}
 
 
-def _mark(dirty: PMap[bool], keys: Iterable[str]) -> PMap[bool]:
-    for key in keys:
-        dirty = dirty.set(key, True)
-    return dirty
-
-
-def _dependents(state: CatalogState, ref: str) -> frozenset[str]:
-    return state.refs.get(ref, frozenset())
-
-
-# --- per-source: (field name, parse, key of a parsed value, items to re-plan when it changes)
 def _parse(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> Any:
-    ns = state.config.namespace
     if source is SourceKind.KUBEAI_MODELS:
         return KubeAIModel.from_k8s(obj)
     if source is SourceKind.MODEL_ACTIVATIONS:
-        return ModelActivation.from_k8s(obj, ns)
+        return ModelActivation.from_k8s(obj, state.config.namespace)
     if source is SourceKind.FREETOKEN_DEPLOYMENTS:
         return FreeTokenRuntime.from_k8s(obj)
     if source is SourceKind.SERVICES:
@@ -76,78 +96,69 @@ def _parse(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> A
     raise ValueError(source)
 
 
-_FIELD = {
-    SourceKind.KUBEAI_MODELS: "kubeai",
-    SourceKind.MODEL_ACTIVATIONS: "activations",
-    SourceKind.FREETOKEN_DEPLOYMENTS: "runtimes",
-    SourceKind.SERVICES: "services",
-    SourceKind.SECRETS: "secrets",
-    SourceKind.AGENT_TEMPLATES: "templates",
-    SourceKind.PODS: "pods",
-    SourceKind.REPLICASETS: "replicasets",
-    SourceKind.DEPLOYMENTS: "workloads",
-    SourceKind.STATEFULSETS: "workloads",
-    SourceKind.DAEMONSETS: "workloads",
-}
-
-
 def _key(source: SourceKind, name: str) -> str:
     kind = _WORKLOAD_KIND.get(source)
     return f"{kind}/{name}" if kind else name
 
 
-def _touched(state: CatalogState, source: SourceKind, name: str) -> CatalogState:
+def _dependents(state: CatalogState, ref: str) -> frozenset[str]:
+    return state.derived.refs.get(ref, frozenset())
+
+
+def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pending, Control]:
     """Mark what depends on the object ``name`` of ``source`` for re-planning."""
+    pending, control = state.pending, state.control
     ns = state.config.namespace
-    if source is SourceKind.KUBEAI_MODELS:
-        return attrs.evolve(state, dirty_items=state.dirty_items.set(f"kubeai/{name}", True))
-    if source is SourceKind.MODEL_ACTIVATIONS:
-        items = {f"activation/{name}", *_dependents(state, f"activation/{name}")}
-        return attrs.evolve(state, dirty_items=_mark(state.dirty_items, items))
-    if source is SourceKind.FREETOKEN_DEPLOYMENTS:
-        return attrs.evolve(state, dirty_items=state.dirty_items.set(f"freetoken/{name}", True))
-    if source is SourceKind.SERVICES:
-        return attrs.evolve(
-            state, dirty_items=_mark(state.dirty_items, _dependents(state, f"service/{name}"))
-        )
-    if source is SourceKind.SECRETS:
-        return attrs.evolve(state, dirty_items=_mark(state.dirty_items, _dependents(state, f"secret/{name}")))
-    if source is SourceKind.AGENT_TEMPLATES:
-        return attrs.evolve(
-            state, dirty_templates=True, settled=state.settled.delete(f"agenttemplate/{ns}/{name}")
-        )
-    if source is SourceKind.PODS:
-        return attrs.evolve(state, dirty_rollouts=True, settled=state.settled.delete(f"evict/{ns}/{name}"))
-    if source in _WORKLOAD_KIND:
+    if (prefix := _ITEM_PREFIX.get(source)) is not None:
+        pending = attrs.evolve(pending, items=mark(pending.items, prefix + name))
+    elif source is SourceKind.MODEL_ACTIVATIONS:
+        items = mark_all(pending.items, _dependents(state, f"activation/{name}"))
+        pending = attrs.evolve(pending, items=mark(items, f"activation/{name}"))
+    elif (ref_prefix := _DEPENDENTS_PREFIX.get(source)) is not None:
+        pending = attrs.evolve(pending, items=mark_all(pending.items, _dependents(state, ref_prefix + name)))
+    elif source is SourceKind.AGENT_TEMPLATES:
+        pending = attrs.evolve(pending, templates=True)
+        control = attrs.evolve(control, settled=control.settled.delete(f"agenttemplate/{ns}/{name}"))
+    elif source is SourceKind.PODS:
+        pending = attrs.evolve(pending, rollouts=True)
+        control = attrs.evolve(control, settled=control.settled.delete(f"evict/{ns}/{name}"))
+    elif source in _WORKLOAD_KIND:
+        pending = attrs.evolve(pending, rollouts=True)
         key = f"rollout/{ns}/{_WORKLOAD_KIND[source]}/{name}"
-        return attrs.evolve(state, dirty_rollouts=True, settled=state.settled.delete(key))
-    return attrs.evolve(state, dirty_rollouts=True)
+        control = attrs.evolve(control, settled=control.settled.delete(key))
+    else:
+        pending = attrs.evolve(pending, rollouts=True)
+    return pending, control
 
 
 def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> CatalogState:
     """Store (or, with None, remove) one parsed object; a no-op when nothing changed."""
-    field = _FIELD[source]
-    current: PMap[Any] = getattr(state, field)
+    group_name, field = _FIELD[source]
+    group = getattr(state, group_name)
+    current: PMap[Any] = getattr(group, field)
     key = _key(source, name)
     old = current.get(key)
     if old == value:
         return state
     updated = current.delete(key) if value is None else current.set(key, value)
     changes: dict[str, Any] = {field: updated}
-    state = attrs.evolve(state, **changes)
     if source is SourceKind.PODS:
-        state = _pod_birth(state, old, value)
-    return _touched(state, source, name)
+        changes["pod_birth"] = _pod_birth(state, old, value)
+    pending, control = _touched(state, source, name)
+    return attrs.evolve(
+        state, pending=pending, control=control, **{group_name: attrs.evolve(group, **changes)}
+    )
 
 
-def _pod_birth(state: CatalogState, old: Any, new: Any) -> CatalogState:
+def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:
     """Remember which catalog a pod could have read when it started (for ownerless pods)."""
-    births = state.pod_birth
+    births = state.cluster.pod_birth
     if isinstance(old, ConsumerPod) and (new is None or new.uid != old.uid):
         births = births.delete(old.uid)
-    if isinstance(new, ConsumerPod) and new.uid not in births and state.catalog is not None:
-        births = births.set(new.uid, state.catalog.catalog_hash or "")
-    return attrs.evolve(state, pod_birth=births)
+    catalog = state.cluster.catalog
+    if isinstance(new, ConsumerPod) and new.uid not in births and catalog is not None:
+        births = births.set(new.uid, catalog.catalog_hash or "")
+    return births
 
 
 def _set_status(
@@ -158,22 +169,16 @@ def _set_status(
     new = SourceState(status, detail, old.ever_listed or listed)
     if new == old:
         return state
-    state = attrs.evolve(state, sources=state.sources.set(source.value, new), dirty_catalog=True)
+    pending = attrs.evolve(state.pending, catalog=True)
     if not old.known and new.known:
         # Everything this source feeds may now be decidable, including owned rows held while it was unknown.
-        dirty_ids = state.dirty_ids
-        for rid, row in state.rows.items():
-            if row.ours:
-                dirty_ids = dirty_ids.set(rid, True)
-        state = attrs.evolve(state, dirty_rollouts=True, dirty_templates=True, dirty_ids=dirty_ids)
-    return state
+        ids = mark_all(pending.ids, (rid for rid, row in state.litellm.rows.items() if row.ours))
+        pending = attrs.evolve(pending, rollouts=True, templates=True, ids=ids)
+    return attrs.evolve(state, sources=state.sources.set(source.value, new), pending=pending)
 
 
 def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
-    return _upsert(state, event.source, event.object)
-
-
-def _upsert(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> CatalogState:
+    source, obj = event.source, event.object
     if source is SourceKind.EXTERNAL_MODELS:
         if raw.name_of(obj) != state.config.external_models_configmap:
             return state
@@ -213,11 +218,14 @@ def listed(state: CatalogState, event: SourceListed) -> CatalogState:
         state = _replace_all(state, source, event.objects)
         if source is SourceKind.SECRETS and event.scope is not None:
             scope = frozenset(event.scope)
-            changed = scope.symmetric_difference(state.secrets_scope)
-            dirty = state.dirty_items
-            for name in changed:
-                dirty = _mark(dirty, _dependents(state, f"secret/{name}"))
-            state = attrs.evolve(state, secrets_scope=scope, dirty_items=dirty)
+            items = state.pending.items
+            for name in scope.symmetric_difference(state.observed.secrets_scope):
+                items = mark_all(items, _dependents(state, f"secret/{name}"))
+            state = attrs.evolve(
+                state,
+                observed=attrs.evolve(state.observed, secrets_scope=scope),
+                pending=attrs.evolve(state.pending, items=items),
+            )
     return _set_status(state, source, SourceStatus.LISTED)
 
 
@@ -231,7 +239,8 @@ def _replace_all(
             continue
         seen.add(name)
         state = _put(state, source, name, _parse(state, source, obj))
-    current: PMap[Any] = getattr(state, _FIELD[source])
+    group_name, field = _FIELD[source]
+    current: PMap[Any] = getattr(getattr(state, group_name), field)
     prefix = f"{_WORKLOAD_KIND[source]}/" if source in _WORKLOAD_KIND else ""
     for key in list(current):
         if prefix and not key.startswith(prefix):
@@ -254,48 +263,51 @@ def unavailable(state: CatalogState, event: SourceUnavailable) -> CatalogState:
 def _external(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogState:
     doc = ExternalModelsDocument.from_configmap(obj, state.config.namespace)
     uid = raw.uid_of(obj) if obj is not None else ""
+    observed = state.observed
     if doc.problem is not None:
         # Unreadable: keep the last good items, report the document (C.4).
-        if doc.problem == state.external_problem and uid == state.external_uid:
+        if doc.problem == observed.external_problem and uid == observed.external_uid:
             return state
-        return attrs.evolve(state, external_problem=doc.problem, external_uid=uid, dirty_catalog=True)
-    items = state.external_items
+        return attrs.evolve(
+            state,
+            observed=attrs.evolve(observed, external_problem=doc.problem, external_uid=uid),
+            pending=attrs.evolve(state.pending, catalog=True),
+        )
+    items = observed.external_items
     new_names = {item.name for item in doc.items}
-    dirty = state.dirty_items
+    marks = state.pending.items
     for name in list(items):
         if name not in new_names:
             items = items.delete(name)
-            dirty = dirty.set(f"external/{name}", True)
+            marks = mark(marks, f"external/{name}")
     for item in doc.items:
         if items.get(item.name) != item:
             items = items.set(item.name, item)
-            dirty = dirty.set(f"external/{item.name}", True)
-    if uid != state.external_uid:
-        dirty = _mark(dirty, (f"external/{name}" for name in items))
+            marks = mark(marks, f"external/{item.name}")
+    if uid != observed.external_uid:
+        marks = mark_all(marks, (f"external/{name}" for name in items))
     return attrs.evolve(
         state,
-        external_items=items,
-        external_problem=None,
-        external_uid=uid,
-        dirty_items=dirty,
-        dirty_catalog=state.dirty_catalog or state.external_problem is not None,
+        observed=attrs.evolve(observed, external_items=items, external_problem=None, external_uid=uid),
+        pending=attrs.evolve(
+            state.pending, items=marks, catalog=state.pending.catalog or observed.external_problem is not None
+        ),
     )
 
 
 def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogState:
-    if observed == state.catalog:
+    cluster = state.cluster
+    if observed == cluster.catalog:
         return state
-    initial = state.initial_catalog_hash
+    initial = cluster.initial_catalog_hash
     if initial is None and observed is not None:
         initial = observed.catalog_hash or ""
     ns, name = state.config.namespace, state.config.catalog_configmap
     return attrs.evolve(
         state,
-        catalog=observed,
-        initial_catalog_hash=initial,
-        dirty_catalog=True,
-        dirty_rollouts=True,
-        settled=state.settled.delete(f"catalog/{ns}/{name}"),
+        cluster=attrs.evolve(cluster, catalog=observed, initial_catalog_hash=initial),
+        pending=attrs.evolve(state.pending, catalog=True, rollouts=True),
+        control=attrs.evolve(state.control, settled=state.control.settled.delete(f"catalog/{ns}/{name}")),
     )
 
 
@@ -305,19 +317,18 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         parsed = LiteLLMRow.from_info(row)
         if parsed is not None:
             new[parsed.id] = parsed
-    state = _set_rows(state, new.items(), [rid for rid in state.rows if rid not in new])
-    failures = state.failures
-    dirty_ids = state.dirty_ids
+    state = _set_rows(state, new.items(), [rid for rid in state.litellm.rows if rid not in new])
+    failures, ids = state.control.failures, state.pending.ids
     for key, failure in list(failures.items()):
         if failure.reason is Reason.LITELLM_UNAUTHORIZED:
             # The master key works again: what failed for that reason may be tried again.
             failures = failures.delete(key)
-            dirty_ids = dirty_ids.set(key.removeprefix("litellm/"), True)
+            ids = mark(ids, key.removeprefix("litellm/"))
     return attrs.evolve(
         state,
-        failures=failures,
-        dirty_ids=dirty_ids,
-        litellm=LiteLLMStatus(observed_once=True, reachable=True),
+        litellm=attrs.evolve(state.litellm, status=LiteLLMStatus(observed_once=True, reachable=True)),
+        control=attrs.evolve(state.control, failures=failures),
+        pending=attrs.evolve(state.pending, ids=ids),
     )
 
 
@@ -328,18 +339,20 @@ def set_row(state: CatalogState, rid: str, row: LiteLLMRow | None) -> CatalogSta
 def _set_rows(
     state: CatalogState, upserts: Iterable[tuple[str, LiteLLMRow]], deletes: Iterable[str]
 ) -> CatalogState:
-    rows, by_logical = state.rows, state.rows_by_logical
-    dirty_ids, dirty_logical, settled = state.dirty_ids, state.dirty_logical, state.settled
+    rows, by_logical = state.litellm.rows, state.litellm.rows_by_logical
+    ids, logical, settled = state.pending.ids, state.pending.logical, state.control.settled
 
     def unindex(row: LiteLLMRow) -> None:
-        nonlocal by_logical, dirty_logical
-        ids = by_logical.get(row.logical_name, frozenset()) - {row.id}
-        by_logical = by_logical.set(row.logical_name, ids) if ids else by_logical.delete(row.logical_name)
-        dirty_logical = dirty_logical.set(row.logical_name, True)
+        nonlocal by_logical, logical
+        members = by_logical.get(row.logical_name, frozenset()) - {row.id}
+        by_logical = (
+            by_logical.set(row.logical_name, members) if members else by_logical.delete(row.logical_name)
+        )
+        logical = mark(logical, row.logical_name)
 
     def changed(rid: str) -> None:
-        nonlocal dirty_ids, settled
-        dirty_ids = dirty_ids.set(rid, True)
+        nonlocal ids, settled
+        ids = mark(ids, rid)
         settled = settled.delete(f"litellm/{rid}")
 
     for rid, row in upserts:
@@ -350,7 +363,7 @@ def _set_rows(
             unindex(old)
         rows = rows.set(rid, row)
         by_logical = by_logical.set(row.logical_name, by_logical.get(row.logical_name, frozenset()) | {rid})
-        dirty_logical = dirty_logical.set(row.logical_name, True)
+        logical = mark(logical, row.logical_name)
         changed(rid)
     for rid in deletes:
         old = rows.get(rid)
@@ -361,17 +374,16 @@ def _set_rows(
         changed(rid)
     return attrs.evolve(
         state,
-        rows=rows,
-        rows_by_logical=by_logical,
-        dirty_ids=dirty_ids,
-        dirty_logical=dirty_logical,
-        settled=settled,
+        litellm=attrs.evolve(state.litellm, rows=rows, rows_by_logical=by_logical),
+        pending=attrs.evolve(state.pending, ids=ids, logical=logical),
+        control=attrs.evolve(state.control, settled=settled),
     )
 
 
 def litellm_unreachable(state: CatalogState, event: LiteLLMUnreachable) -> CatalogState:
     """Keep every observed row: the last published catalog stays as it is (C.11)."""
-    status = attrs.evolve(
-        state.litellm, reachable=False, detail=f"{event.reason}: {event.detail}".strip(": ")
-    )
-    return state if status == state.litellm else attrs.evolve(state, litellm=status)
+    detail = f"{event.reason}: {event.detail}" if event.detail else event.reason
+    status = attrs.evolve(state.litellm.status, reachable=False, detail=detail)
+    if status == state.litellm.status:
+        return state
+    return attrs.evolve(state, litellm=attrs.evolve(state.litellm, status=status))

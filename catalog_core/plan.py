@@ -25,7 +25,7 @@ from catalog_core.commands import (
 )
 from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
-from catalog_core.pmap import PMap, empty
+from catalog_core.pmap import PMap
 from catalog_core.reasons import Reason, RouteState
 from catalog_core.rules import health as health_rules
 from catalog_core.rules.agent_templates import is_target, template_patch
@@ -37,7 +37,7 @@ from catalog_core.rules.render import RenderedCatalog, render_catalog
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
 from catalog_core.sources.secret import allowed_by_name
-from catalog_core.state import CatalogState, RouteRecord
+from catalog_core.state import NO_MARKS, CatalogState, RouteRecord, mark, marked
 from catalog_core.values import logical_name
 
 
@@ -49,23 +49,39 @@ class _Out:
         self.commands: list[Command] = []
 
     def emit(self, key: str, command: Command | None) -> None:
-        s = self.state
         if command is None:
             return
-        if (current := s.inflight.get(key)) is not None and current.id == command.id:
+        control, now = self.state.control, self.state.now
+        if (current := control.inflight.get(key)) is not None and current.id == command.id:
             return
-        if s.settled.get(key) == command.id:
+        if control.settled.get(key) == command.id:
             return  # already applied; wait until the target is observed again
-        if (failure := s.failures.get(key)) is not None and failure.command_id == command.id:
+        if (failure := control.failures.get(key)) is not None and failure.command_id == command.id:
             return  # failed for good; a change of input gives a new command
-        if (
-            (retry := s.retries.get(key)) is not None
-            and retry.command_id == command.id
-            and s.now < retry.not_before
-        ):
+        retry = control.retries.get(key)
+        if retry is not None and retry.command_id == command.id and now < retry.not_before:
             return
-        self.state = attrs.evolve(s, inflight=s.inflight.set(key, command))
+        control = attrs.evolve(control, inflight=control.inflight.set(key, command))
+        self.state = attrs.evolve(self.state, control=control)
         self.commands.append(command)
+
+    def announce(self, key: str, involved: ObjectRef | None, reason: str, message: str) -> None:
+        """One Warning Event per distinct problem of an object (the adapter aggregates repeats)."""
+        if involved is None:
+            return
+        event = EmitKubernetesEvent(involved, reason, message)
+        control = self.state.control
+        if control.announced.get(key) == event.id:
+            return
+        control = attrs.evolve(control, announced=control.announced.set(key, event.id))
+        self.state = attrs.evolve(self.state, control=control)
+        self.emit(event.key, event)
+
+    def forget(self, key: str) -> None:
+        control = self.state.control
+        if key in control.announced:
+            control = attrs.evolve(control, announced=control.announced.delete(key))
+            self.state = attrs.evolve(self.state, control=control)
 
 
 def catalog_inputs_known(state: CatalogState) -> bool:
@@ -74,11 +90,11 @@ def catalog_inputs_known(state: CatalogState) -> bool:
             continue
         if not state.source(kind).known:
             return False
-    return wanted_secret_names(state) <= state.secrets_scope and state.litellm.observed_once
+    return wanted_secret_names(state) <= state.observed.secrets_scope and state.litellm.status.observed_once
 
 
 def wanted_secret_names(state: CatalogState) -> frozenset[str]:
-    return frozenset(ref[len("secret/") :] for ref in state.refs if ref.startswith("secret/"))
+    return frozenset(ref[len("secret/") :] for ref in state.derived.refs if ref.startswith("secret/"))
 
 
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
@@ -98,7 +114,7 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
 
 def _due_retries(state: CatalogState) -> CatalogState:
     """Keys whose backoff has passed are planned again."""
-    for key, retry in state.retries.items():
+    for key, retry in state.control.retries.items():
         if state.now >= retry.not_before:
             state = mark_key(state, key)
     return state
@@ -107,17 +123,20 @@ def _due_retries(state: CatalogState) -> CatalogState:
 def mark_key(state: CatalogState, key: str) -> CatalogState:
     """Mark the target of a command key for re-planning."""
     kind, _, rest = key.partition("/")
+    pending = state.pending
     if kind == "litellm":
-        return attrs.evolve(state, dirty_ids=state.dirty_ids.set(rest, True))
-    if kind == "catalog":
-        return attrs.evolve(state, dirty_catalog=True)
-    if kind == "agenttemplate":
-        return attrs.evolve(state, dirty_templates=True)
-    if kind in ("rollout", "evict"):
-        return attrs.evolve(state, dirty_rollouts=True)
-    if kind == "probe":
-        return attrs.evolve(state, dirty_items=state.dirty_items.set(f"freetoken/{rest}", True))
-    return state
+        pending = attrs.evolve(pending, ids=mark(pending.ids, rest))
+    elif kind == "catalog":
+        pending = attrs.evolve(pending, catalog=True)
+    elif kind == "agenttemplate":
+        pending = attrs.evolve(pending, templates=True)
+    elif kind in ("rollout", "evict"):
+        pending = attrs.evolve(pending, rollouts=True)
+    elif kind == "probe":
+        pending = attrs.evolve(pending, items=mark(pending.items, f"freetoken/{rest}"))
+    else:
+        return state
+    return attrs.evolve(state, pending=pending)
 
 
 def _index(index: PMap[frozenset[str]], key: str, item: str, add: bool) -> PMap[frozenset[str]]:
@@ -127,18 +146,14 @@ def _index(index: PMap[frozenset[str]], key: str, item: str, add: bool) -> PMap[
 
 
 def _refresh_candidates(state: CatalogState) -> CatalogState:
-    if not state.dirty_items:
+    if not state.pending.items:
         return state
-    cands, last_good, by_name, by_id, refs = (
-        state.candidates,
-        state.last_good,
-        state.by_name,
-        state.by_id,
-        state.refs,
-    )
+    d = state.derived
+    cands, last_good, by_name, by_id, refs = d.candidates, d.last_good, d.by_name, d.by_id, d.refs
     health = state.health
-    names, ids, records = state.dirty_names, state.dirty_ids, state.dirty_records
-    for item in state.dirty_items:
+    p = state.pending
+    names, ids, records = p.names, p.ids, p.records
+    for item in marked(p.items):
         old = cands.get(item)
         new = candidate(state, item)
         if item.startswith("freetoken/"):
@@ -148,7 +163,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
                 health = health.delete(runtime)
             elif tracked is not health.get(runtime):
                 health = health.set(runtime, tracked)
-        records = records.set(item, True)
+        records = mark(records, item)
         if old == new:
             continue
         for cand, add in ((old, False), (new, True)):
@@ -159,8 +174,8 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
             if cand.route is not None:
                 by_name = _index(by_name, cand.route.model_name, item, add)
                 by_id = _index(by_id, cand.route.id, item, add)
-                names = names.set(cand.route.model_name, True)
-                ids = ids.set(cand.route.id, True)
+                names = mark(names, cand.route.model_name)
+                ids = mark(ids, cand.route.id)
         if new is None:
             cands, last_good = cands.delete(item), last_good.delete(item)
         else:
@@ -169,16 +184,11 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
                 last_good = last_good.set(item, new.route)
     return attrs.evolve(
         state,
-        candidates=cands,
-        last_good=last_good,
-        by_name=by_name,
-        by_id=by_id,
-        refs=refs,
+        derived=attrs.evolve(
+            d, candidates=cands, last_good=last_good, by_name=by_name, by_id=by_id, refs=refs
+        ),
         health=health,
-        dirty_items=empty(),
-        dirty_names=names,
-        dirty_ids=ids,
-        dirty_records=records,
+        pending=attrs.evolve(p, items=NO_MARKS, names=names, ids=ids, records=records),
     )
 
 
@@ -186,42 +196,46 @@ def _secret_watch(out: _Out) -> None:
     state = out.state
     watches = []
     for name in sorted(wanted_secret_names(state)):
-        users = state.refs[f"secret/{name}"]
+        users = state.derived.refs[f"secret/{name}"]
         provider_only = all(u.startswith("activation/") for u in users) and not allowed_by_name(name)
         watches.append(SecretWatch(name, provider_only))
     command = WatchSecrets(state.config.namespace, tuple(watches))
-    if command.id != state.secret_watch:
-        out.state = attrs.evolve(state, secret_watch=command.id)
+    if command.id != state.control.secret_watch:
+        out.state = attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=command.id))
         out.emit(command.key, command)
 
 
 def _probes(out: _Out) -> None:
-    state = out.state
-    health = state.health
-    for runtime, record in state.health.items():
-        if health_rules.probe_due(record, state.now):
+    health = out.state.health
+    for runtime, record in out.state.health.items():
+        if health_rules.probe_due(record, out.state.now):
             command = ProbeRuntime(runtime, record.url)
-            health = health.set(runtime, health_rules.started(record, state.now))
-            out.state = attrs.evolve(out.state, inflight=out.state.inflight.delete(command.key))
+            health = health.set(runtime, health_rules.started(record, out.state.now))
+            # a probe whose answer was lost is not "in flight" forever
+            control = out.state.control
+            out.state = attrs.evolve(
+                out.state, control=attrs.evolve(control, inflight=control.inflight.delete(command.key))
+            )
             out.emit(command.key, command)
     out.state = attrs.evolve(out.state, health=health)
 
 
 def _routes(out: _Out) -> None:
-    state, items, names, ids = resolve(out.state, out.state.dirty_names, out.state.dirty_ids)
+    state = out.state
+    state, items, names, ids = resolve(state, marked(state.pending.names), marked(state.pending.ids))
     out.state = state
-    touched_items = set(items) | set(state.dirty_records)
-    logical = {logical_name(n) for n in names} | set(state.dirty_logical)
+    touched_items = set(items) | set(marked(state.pending.records))
+    logical = {logical_name(n) for n in names} | set(marked(state.pending.logical))
     for rid in sorted(ids):
         out.emit(f"litellm/{rid}", litellm_command(out.state, rid))
-        for item in state.by_id.get(rid, frozenset()):
+        for item in state.derived.by_id.get(rid, frozenset()):
             touched_items.add(item)
-            logical.add(logical_name(state.candidates[item].name))
-        row = state.rows.get(rid)
+            logical.add(logical_name(state.derived.candidates[item].name))
+        row = state.litellm.rows.get(rid)
         if row is not None:
             logical.add(row.logical_name)
     state = out.state  # records read what is in flight now
-    records, entries = state.records, state.entries
+    records, entries = state.derived.records, state.derived.entries
     changed = False
     for item in sorted(touched_items):
         record = record_for(state, item)
@@ -234,90 +248,76 @@ def _routes(out: _Out) -> None:
         if entry != entries.get(name):
             changed = True
             entries = entries.set(name, entry) if entry is not None else entries.delete(name)
+    p = out.state.pending
     out.state = attrs.evolve(
         out.state,
-        records=records,
-        entries=entries,
-        dirty_names=empty(),
-        dirty_ids=empty(),
-        dirty_logical=empty(),
-        dirty_records=empty(),
-        dirty_catalog=out.state.dirty_catalog or changed,
-        dirty_templates=out.state.dirty_templates or changed,
+        derived=attrs.evolve(out.state.derived, records=records, entries=entries),
+        pending=attrs.evolve(
+            p,
+            names=NO_MARKS,
+            ids=NO_MARKS,
+            logical=NO_MARKS,
+            records=NO_MARKS,
+            catalog=p.catalog or changed,
+            templates=p.templates or changed,
+        ),
     )
-
-
-def _announce(out: _Out, key: str, involved: ObjectRef | None, reason: str, message: str) -> None:
-    """One Warning Event per distinct problem of an object (the adapter aggregates repeats)."""
-    if involved is None:
-        return
-    event = EmitKubernetesEvent(involved, reason, message)
-    if out.state.announced.get(key) == event.id:
-        return
-    out.state = attrs.evolve(out.state, announced=out.state.announced.set(key, event.id))
-    out.emit(event.key, event)
-
-
-def _forget(out: _Out, key: str) -> None:
-    if key in out.state.announced:
-        out.state = attrs.evolve(out.state, announced=out.state.announced.delete(key))
 
 
 def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
     if record is None or record.state not in (RouteState.ERROR, RouteState.CONFLICT):
-        _forget(out, item)
+        out.forget(item)
         return
     message = f"{record.name}: {record.message}" if record.message else record.name
-    _announce(out, item, involved_object(out.state, item), record.reason.value, message)
+    out.announce(item, involved_object(out.state, item), record.reason.value, message)
 
 
 def all_records(state: CatalogState) -> list[RouteRecord]:
     """routes.json: one record per source item, plus the ConfigMap itself when it is unreadable."""
-    records = list(state.records.values())
-    if state.external_problem is not None:
-        problem = state.external_problem
+    records = list(state.derived.records.values())
+    problem = state.observed.external_problem
+    if problem is not None:
+        keeping = " (the last good models stay published)" if state.observed.external_items else ""
+        name = state.config.external_models_configmap
         records.append(
-            RouteRecord(
-                "external",
-                state.config.external_models_configmap,
-                state.config.external_models_configmap,
-                RouteState.ERROR,
-                problem.reason,
-                problem.message + (" (the last good models stay published)" if state.external_items else ""),
-            )
+            RouteRecord("external", name, name, RouteState.ERROR, problem.reason, problem.message + keeping)
         )
     return records
 
 
 def rendered_catalog(state: CatalogState) -> RenderedCatalog:
-    return render_catalog(state.entries.values(), all_records(state), state.config)
+    return render_catalog(state.derived.entries.values(), all_records(state), state.config)
 
 
 def _litellm_in_flight(state: CatalogState) -> bool:
-    return any(key.startswith("litellm/") for key in state.inflight)
+    return any(key.startswith("litellm/") for key in state.control.inflight)
 
 
 def _catalog(out: _Out) -> None:
     state = out.state
-    if not state.dirty_catalog or _litellm_in_flight(state):
+    if not state.pending.catalog or _litellm_in_flight(state):
         # LiteLLM writes in flight will change what is published: write the catalog once, after them.
         return
     rendered = rendered_catalog(state)
     cfg = state.config
     out.state = attrs.evolve(
         state,
-        dirty_catalog=False,
-        dirty_rollouts=True,
-        desired_catalog_hash=rendered.catalog_hash,
-        desired_catalog_fingerprint=rendered.fingerprint,
+        pending=attrs.evolve(state.pending, catalog=False, rollouts=True),
+        derived=attrs.evolve(
+            state.derived,
+            desired_catalog_hash=rendered.catalog_hash,
+            desired_catalog_fingerprint=rendered.fingerprint,
+        ),
     )
-    if state.external_problem is not None:
-        ref = ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.external_uid)
-        problem = state.external_problem
-        _announce(out, "configmap/external", ref, problem.reason.value, problem.message)
+    problem = state.observed.external_problem
+    if problem is not None:
+        ref = ObjectRef(
+            "v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.observed.external_uid
+        )
+        out.announce("configmap/external", ref, problem.reason.value, problem.message)
     else:
-        _forget(out, "configmap/external")
-    observed = state.catalog
+        out.forget("configmap/external")
+    observed = state.cluster.catalog
     if (
         observed is not None
         and observed.fingerprint == rendered.fingerprint
@@ -333,22 +333,22 @@ def _catalog(out: _Out) -> None:
 def _templates(out: _Out) -> None:
     state = out.state
     cfg = state.config
-    if not state.dirty_templates:
+    if not state.pending.templates:
         return
-    out.state = attrs.evolve(state, dirty_templates=False)
+    out.state = attrs.evolve(state, pending=attrs.evolve(state.pending, templates=False))
     if not cfg.agent_template_sync_enabled or not state.source(SourceKind.AGENT_TEMPLATES).known:
         return
-    entries = list(state.entries.values())
-    for name in sorted(state.templates):
-        template = state.templates[name]
+    entries = list(state.derived.entries.values())
+    for name in sorted(state.cluster.templates):
+        template = state.cluster.templates[name]
         if not is_target(template, cfg):
             continue
         key = f"agenttemplate/{name}"
         if template.shape_problem is not None:
             ref = ObjectRef("kubeopencode.io/v1alpha1", "AgentTemplate", cfg.namespace, name, template.uid)
-            _announce(out, key, ref, Reason.UNEXPECTED_SHAPE.value, f"{name}: {template.shape_problem}")
+            out.announce(key, ref, Reason.UNEXPECTED_SHAPE.value, f"{name}: {template.shape_problem}")
             continue
-        _forget(out, key)
+        out.forget(key)
         patch = template_patch(template, entries, cfg)
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
@@ -357,24 +357,24 @@ def _templates(out: _Out) -> None:
 
 def _rollouts(out: _Out) -> None:
     state = out.state
-    if not state.dirty_rollouts or state.dirty_catalog:
+    if not state.pending.rollouts or state.pending.catalog:
         return  # roll consumers only onto the catalog that is about to stay
-    out.state = attrs.evolve(state, dirty_rollouts=False)
-    observed = state.catalog
+    out.state = attrs.evolve(state, pending=attrs.evolve(state.pending, rollouts=False))
+    observed = state.cluster.catalog
     if (
         not state.config.consumer_restart_enabled
         or observed is None
         or not observed.ready
         or not observed.catalog_hash
-        or observed.fingerprint != state.desired_catalog_fingerprint
+        or observed.fingerprint != state.derived.desired_catalog_fingerprint
         or not all(state.source(kind).known for kind in ROLLOUT_SOURCES)
     ):
         return  # roll only onto a catalog that is written and current
-    births = state.pod_birth
-    for pod in state.pods.values():
+    births = state.cluster.pod_birth
+    for pod in state.cluster.pods.values():
         if pod.uid not in births:
-            births = births.set(pod.uid, state.initial_catalog_hash or "")
-    out.state = attrs.evolve(out.state, pod_birth=births)
+            births = births.set(pod.uid, state.cluster.initial_catalog_hash or "")
+    out.state = attrs.evolve(out.state, cluster=attrs.evolve(out.state.cluster, pod_birth=births))
     ns = state.config.namespace
     for target in targets(out.state):
         if target.current_hash == observed.catalog_hash:

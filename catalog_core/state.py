@@ -6,7 +6,9 @@ shares the rest, so folding one event costs the same at 100 or 10,000 models.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
+from typing import Any
 
 import attrs
 
@@ -171,14 +173,38 @@ class Failure:
     detail: str
 
 
-@attrs.frozen
-class CatalogState:
-    config: CatalogConfig
-    now: float = 0.0
-    sources: PMap[SourceState] = attrs.field(factory=empty)
-    litellm: LiteLLMStatus = LiteLLMStatus()
+Marks = tuple[Any, ...]
+"""A persistent stack of keys marked for the next tick: ``(key, older_marks)`` or ``()``.
 
-    # --- observations, typed
+Marking is O(1) (one tuple); duplicates collapse when the tick reads them with ``marked``.
+"""
+
+NO_MARKS: Marks = ()
+
+
+def mark(marks: Marks, key: str) -> Marks:
+    return (key, marks)
+
+
+def mark_all(marks: Marks, keys: Iterable[str]) -> Marks:
+    for key in keys:
+        marks = (key, marks)
+    return marks
+
+
+def marked(marks: Marks) -> list[str]:
+    """The distinct keys, sorted (planning order never depends on arrival order)."""
+    seen: set[str] = set()
+    while marks:
+        seen.add(marks[0])
+        marks = marks[1]
+    return sorted(seen)
+
+
+@attrs.frozen
+class Observed:
+    """The typed content of the sources that decide the routes."""
+
     kubeai: PMap[KubeAIModel] = attrs.field(factory=empty)
     external_items: PMap[ExternalItem] = attrs.field(factory=empty)  # effective (last good while unreadable)
     external_problem: Problem | None = None
@@ -188,7 +214,12 @@ class CatalogState:
     services: PMap[ServicePort] = attrs.field(factory=empty)
     secrets: PMap[SecretInfo] = attrs.field(factory=empty)
     secrets_scope: frozenset[str] = frozenset()  # names the secret watch has covered
-    rows: PMap[LiteLLMRow] = attrs.field(factory=empty)
+
+
+@attrs.frozen
+class ClusterView:
+    """What the catalog writes to and who consumes it."""
+
     templates: PMap[AgentTemplateInfo] = attrs.field(factory=empty)
     pods: PMap[ConsumerPod] = attrs.field(factory=empty)
     pod_birth: PMap[str] = attrs.field(factory=empty)  # pod uid -> catalog hash when first seen
@@ -196,9 +227,19 @@ class CatalogState:
     workloads: PMap[Workload] = attrs.field(factory=empty)  # "Kind/name"
     catalog: ObservedCatalog | None = None
     initial_catalog_hash: str | None = None
-    health: PMap[RuntimeHealth] = attrs.field(factory=empty)
 
-    # --- derived
+
+@attrs.frozen
+class LiteLLMView:
+    status: LiteLLMStatus = LiteLLMStatus()
+    rows: PMap[LiteLLMRow] = attrs.field(factory=empty)
+    rows_by_logical: PMap[frozenset[str]] = attrs.field(factory=empty)  # logical name -> row ids
+
+
+@attrs.frozen
+class Derived:
+    """What the rules concluded, kept so a tick recomputes only what changed."""
+
     candidates: PMap[Candidate] = attrs.field(factory=empty)  # by item key
     last_good: PMap[DesiredRoute] = attrs.field(factory=empty)  # by item key
     by_name: PMap[frozenset[str]] = attrs.field(factory=empty)  # model name -> items claiming it
@@ -206,29 +247,52 @@ class CatalogState:
     refs: PMap[frozenset[str]] = attrs.field(factory=empty)  # "secret/x" -> items depending on it
     winners: PMap[str] = attrs.field(factory=empty)  # route id -> winning item
     losses: PMap[tuple[Reason, str]] = attrs.field(factory=empty)  # item -> why it lost
-    rows_by_logical: PMap[frozenset[str]] = attrs.field(factory=empty)  # logical name -> row ids
     entries: PMap[CatalogEntry] = attrs.field(factory=empty)  # logical name -> entry
     records: PMap[RouteRecord] = attrs.field(factory=empty)  # item -> routes.json record
+    desired_catalog_hash: str = ""
+    desired_catalog_fingerprint: str = ""
 
-    # --- work to do at the next tick
-    dirty_items: PMap[bool] = attrs.field(factory=empty)  # candidates to recompute
-    dirty_names: PMap[bool] = attrs.field(factory=empty)  # names to re-share among claimants
-    dirty_ids: PMap[bool] = attrs.field(factory=empty)  # LiteLLM rows to re-plan
-    dirty_records: PMap[bool] = attrs.field(factory=empty)  # routes.json records to rebuild
-    dirty_logical: PMap[bool] = attrs.field(factory=empty)
-    dirty_templates: bool = False
-    dirty_catalog: bool = True
-    dirty_rollouts: bool = False
 
-    # --- commands in flight and their history
+@attrs.frozen
+class Pending:
+    """Work for the next tick."""
+
+    items: Marks = NO_MARKS  # candidates to recompute
+    names: Marks = NO_MARKS  # names to re-share among claimants
+    ids: Marks = NO_MARKS  # LiteLLM rows to re-plan
+    records: Marks = NO_MARKS  # routes.json records to rebuild
+    logical: Marks = NO_MARKS  # catalog entries to rebuild
+    templates: bool = False
+    catalog: bool = True
+    rollouts: bool = False
+
+
+@attrs.frozen
+class Control:
+    """Commands in flight and their history, so re-planning never repeats a write."""
+
     inflight: PMap[Command] = attrs.field(factory=empty)  # key -> command
     settled: PMap[str] = attrs.field(factory=empty)  # key -> id applied since the target was last observed
     retries: PMap[Retry] = attrs.field(factory=empty)
     failures: PMap[Failure] = attrs.field(factory=empty)
-    announced: PMap[str] = attrs.field(factory=empty)  # item -> event id already emitted for its problem
+    announced: PMap[str] = attrs.field(factory=empty)  # problem key -> event id already emitted
     secret_watch: str = ""  # id of the last WatchSecrets command
-    desired_catalog_hash: str = ""
-    desired_catalog_fingerprint: str = ""
+
+
+@attrs.frozen
+class CatalogState:
+    """Grouped by concern so an event copies only the small groups it changes."""
+
+    config: CatalogConfig
+    now: float = 0.0
+    sources: PMap[SourceState] = attrs.field(factory=empty)
+    observed: Observed = Observed()
+    cluster: ClusterView = ClusterView()
+    litellm: LiteLLMView = LiteLLMView()
+    health: PMap[RuntimeHealth] = attrs.field(factory=empty)
+    derived: Derived = Derived()
+    pending: Pending = Pending()
+    control: Control = Control()
 
     def source(self, kind: SourceKind) -> SourceState:
         return self.sources.get(kind.value) or SourceState()

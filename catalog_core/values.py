@@ -67,6 +67,8 @@ def positive_int(value: Any, field: str, maximum: int = MAX_TOKENS) -> int | Fie
     """
     if value is None:
         return None
+    if type(value) is int and 0 < value <= maximum:  # the common case, first
+        return value
     if isinstance(value, bool) or not isinstance(value, int | str):
         return FieldError(f"{field} must be a positive integer, got {type(value).__name__}")
     if isinstance(value, str):

@@ -45,12 +45,16 @@ def _with_last_good(
     state: CatalogState, base: Candidate, reason: Reason, message: str, refs: tuple[str, ...] = ()
 ) -> Candidate:
     """Bad input keeps the item's last good route (C.4); other reasons withdraw it."""
-    route = state.last_good.get(base.item) if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING else None
+    route = (
+        state.derived.last_good.get(base.item)
+        if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING
+        else None
+    )
     return Candidate(base.item, base.source, base.name, base.involved_uid, route, reason, message, refs)
 
 
 def _kubeai(state: CatalogState, item: str, name: str) -> Candidate | None:
-    model = state.kubeai.get(name)
+    model = state.observed.kubeai.get(name)
     if model is None:
         return None
     base = Candidate(item, Source.KUBEAI, model.name, model.uid, None, Reason.PUBLISHED)
@@ -73,9 +77,9 @@ def _resolve_key(
         return InlineKeyRef(spec.fingerprint), None, "", ()
     refs = (f"secret/{spec.name}",)
     ns = state.config.namespace
-    if spec.name not in state.secrets_scope:
+    if spec.name not in state.observed.secrets_scope:
         return None, Reason.PENDING, f"waiting for Secret {ns}/{spec.name} to be read", refs
-    secret = state.secrets.get(spec.name)
+    secret = state.observed.secrets.get(spec.name)
     if secret is None:
         if for_activation and not allowed_by_name(spec.name):
             return (
@@ -115,10 +119,10 @@ def _external_claim(
 
 
 def _external(state: CatalogState, item: str, name: str) -> Candidate | None:
-    entry = state.external_items.get(name)
+    entry = state.observed.external_items.get(name)
     if entry is None:
         return None
-    base = Candidate(item, Source.EXTERNAL, entry.name, state.external_uid, None, Reason.PUBLISHED)
+    base = Candidate(item, Source.EXTERNAL, entry.name, state.observed.external_uid, None, Reason.PUBLISHED)
     if entry.problem is not None or entry.model is None:
         problem = entry.problem
         reason = problem.reason if problem else Reason.INVALID_FIELD
@@ -127,7 +131,7 @@ def _external(state: CatalogState, item: str, name: str) -> Candidate | None:
 
 
 def _activation(state: CatalogState, item: str, name: str) -> Candidate | None:
-    activation = state.activations.get(name)
+    activation = state.observed.activations.get(name)
     if activation is None or activation.kind != "external":
         return None
     base = Candidate(item, Source.ACTIVATION, activation.name, activation.uid, None, Reason.PUBLISHED)
@@ -159,20 +163,20 @@ def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
     ):
         return None
     service = parts[0]
-    if service not in state.services:
+    if service not in state.observed.services:
         return None
     origin = f"{scheme}://{host}" + (f":{port}" if port else "")
     return service, f"{origin}/health"
 
 
 def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
-    runtime = state.runtimes.get(name)
+    runtime = state.observed.runtimes.get(name)
     if runtime is None:
         return None
     model_name = runtime.activation or runtime.name
     base = Candidate(item, Source.FREETOKEN, model_name, runtime.uid, None, Reason.PUBLISHED)
     refs: tuple[str, ...] = (f"activation/{runtime.activation}",) if runtime.activation else ()
-    activation = state.activations.get(runtime.activation) if runtime.activation else None
+    activation = state.observed.activations.get(runtime.activation) if runtime.activation else None
     if activation is None:
         why = (
             "label appliance.magicstick.dev/modelactivation is missing"
@@ -205,7 +209,7 @@ def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
         health_url = trusted[1]
     else:
         refs = (*refs, f"service/{runtime.name}")
-        service = state.services.get(runtime.name)
+        service = state.observed.services.get(runtime.name)
         if service is None:
             return _with_last_good(
                 state,

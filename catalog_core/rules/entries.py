@@ -84,34 +84,34 @@ def row_source_known(state: CatalogState, row: LiteLLMRow) -> bool:
 
 def published_route(state: CatalogState, rid: str) -> DesiredRoute | None:
     """The winning route for ``rid`` if LiteLLM holds a row of ours under that id."""
-    item = state.winners.get(rid)
+    item = state.derived.winners.get(rid)
     if item is None:
         return None
-    row = state.rows.get(rid)
+    row = state.litellm.rows.get(rid)
     if row is None or not row.ours:
         return None
-    return state.candidates[item].route
+    return state.derived.candidates[item].route
 
 
 def views_for(state: CatalogState, logical: str) -> list[RouteView]:
     views: list[RouteView] = []
     seen: set[str] = set()
     for name in (logical, *(p + logical for p in ALIAS_PREFIXES if p != "share/")):
-        for item in state.by_name.get(name, frozenset()):
-            cand = state.candidates[item]
-            if cand.route is None or state.winners.get(cand.route.id) != item:
+        for item in state.derived.by_name.get(name, frozenset()):
+            cand = state.derived.candidates[item]
+            if cand.route is None or state.derived.winners.get(cand.route.id) != item:
                 continue
             route = published_route(state, cand.route.id)
             if route is not None:
                 views.append(_from_route(route))
                 seen.add(route.id)
-    for rid in state.rows_by_logical.get(logical, frozenset()):
-        row = state.rows[rid]
+    for rid in state.litellm.rows_by_logical.get(logical, frozenset()):
+        row = state.litellm.rows[rid]
         if rid in seen or row.export_only:
             continue
         if row.ours:
             # An owned row nobody claims is being withdrawn, unless its sources are unknown: then hold it.
-            if rid in state.winners or row_source_known(state, row):
+            if rid in state.derived.winners or row_source_known(state, row):
                 continue
             views.append(_from_row(row, owned=True))
         else:

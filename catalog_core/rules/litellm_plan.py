@@ -38,9 +38,9 @@ def needs_recreate(route: DesiredRoute, row: LiteLLMRow) -> bool:
 
 
 def litellm_command(state: CatalogState, rid: str) -> LiteLLMCommand | None:
-    item = state.winners.get(rid)
-    route = state.candidates[item].route if item is not None else None
-    row = state.rows.get(rid)
+    item = state.derived.winners.get(rid)
+    route = state.derived.candidates[item].route if item is not None else None
+    row = state.litellm.rows.get(rid)
     if route is not None:
         args = (route.id, route.model_name, route.litellm_params, route.model_info, route.api_key)
         if row is None:

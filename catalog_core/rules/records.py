@@ -10,7 +10,7 @@ from catalog_core.values import logical_name
 
 
 def record_for(state: CatalogState, item: str) -> RouteRecord | None:
-    cand = state.candidates.get(item)
+    cand = state.derived.candidates.get(item)
     if cand is None:
         return None
     source, name = cand.source.value, cand.name
@@ -18,13 +18,13 @@ def record_for(state: CatalogState, item: str) -> RouteRecord | None:
     route = cand.route
     if route is None:
         return RouteRecord(source, name, logical, state_of(cand.reason), cand.reason, cand.message)
-    loss = state.losses.get(item)
+    loss = state.derived.losses.get(item)
     if loss is not None:
         return RouteRecord(source, name, logical, RouteState.CONFLICT, loss[0], loss[1], route.id)
     key = f"litellm/{route.id}"
-    failure = state.failures.get(key)
+    failure = state.control.failures.get(key)
     published = published_route(state, route.id) is not None
-    if failure is not None and key not in state.inflight:
+    if failure is not None and key not in state.control.inflight:
         return RouteRecord(
             source, name, logical, RouteState.ERROR, failure.reason, failure.detail, route.id, published
         )
@@ -41,14 +41,16 @@ def record_for(state: CatalogState, item: str) -> RouteRecord | None:
 
 
 def involved_object(state: CatalogState, item: str) -> ObjectRef | None:
-    cand = state.candidates.get(item)
+    cand = state.derived.candidates.get(item)
     kind, _, key = item.partition("/")
     cfg = state.config
     uid = cand.involved_uid if cand is not None else ""
     if kind == "kubeai":
         return ObjectRef("kubeai.org/v1", "Model", cfg.namespace, key, uid)
     if kind == "external":
-        return ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.external_uid)
+        return ObjectRef(
+            "v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.observed.external_uid
+        )
     if kind == "activation":
         return ObjectRef(
             "appliance.magicstick.dev/v1alpha1", "ModelActivation", cfg.appliance_namespace, key, uid

@@ -29,10 +29,10 @@ def component(
             if name in seen_names:
                 continue
             seen_names.add(name)
-            for item in state.by_name.get(name, frozenset()):
+            for item in state.derived.by_name.get(name, frozenset()):
                 if item not in items:
                     items.add(item)
-                    route = state.candidates[item].route
+                    route = state.derived.candidates[item].route
                     if route is not None:
                         todo_ids.append(route.id)
         while todo_ids:
@@ -40,10 +40,10 @@ def component(
             if rid in seen_ids:
                 continue
             seen_ids.add(rid)
-            for item in state.by_id.get(rid, frozenset()):
+            for item in state.derived.by_id.get(rid, frozenset()):
                 if item not in items:
                     items.add(item)
-                    route = state.candidates[item].route
+                    route = state.derived.candidates[item].route
                     if route is not None:
                         todo_names.append(route.model_name)
     return items, seen_names, seen_ids
@@ -55,16 +55,16 @@ def resolve(
     """Re-share names and ids among the connected items; returns those items, names and ids."""
     items, all_names, all_ids = component(state, names, ids)
     ranked = sorted(
-        (state.candidates[i] for i in items if state.candidates[i].route is not None),
+        (state.derived.candidates[i] for i in items if state.derived.candidates[i].route is not None),
         key=lambda c: (-SOURCE_RANK[c.source], c.name, c.item),
     )
     taken_names: dict[str, str] = {}
     taken_ids: dict[str, str] = {}
-    winners, losses = state.winners, state.losses
+    winners, losses = state.derived.winners, state.derived.losses
     for cand in ranked:
         route = cand.route
         assert route is not None
-        foreign = state.rows.get(route.id)
+        foreign = state.litellm.rows.get(route.id)
         if foreign is not None and not foreign.ours:
             loss = (Reason.ID_TAKEN, f"LiteLLM id {route.id} belongs to {foreign.owner or 'someone else'}")
         elif route.model_name in taken_names:
@@ -78,9 +78,10 @@ def resolve(
             continue
         losses = losses.set(cand.item, loss)
     for item in items:
-        if state.candidates[item].route is None:
+        if state.derived.candidates[item].route is None:
             losses = losses.delete(item)
     for rid in all_ids:
         winner = taken_ids.get(rid)
         winners = winners.set(rid, winner) if winner is not None else winners.delete(rid)
-    return attrs.evolve(state, winners=winners, losses=losses), items, all_names, all_ids
+    derived = attrs.evolve(state.derived, winners=winners, losses=losses)
+    return attrs.evolve(state, derived=derived), items, all_names, all_ids

@@ -49,12 +49,17 @@ class KubeAIModel:
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> KubeAIModel | None:
-        """None for an object without a name (skipped, contracts A.1)."""
-        name = raw.name_of(obj)
+        """None for an object without a name (skipped, contracts A.1). Hot path: plain dict reads."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        name = meta.get("name")
+        name = name.strip() if isinstance(name, str) else ""
         if not name:
             return None
-        annotations = raw.string_map(obj, "metadata", "annotations")
-        spec = raw.mapping(obj, "spec")
+        annotations = meta.get("annotations")
+        annotations = annotations if isinstance(annotations, dict) else {}
+        spec = obj.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
         features_raw = spec.get("features")
         features = (
             tuple(f for f in features_raw if isinstance(f, str)) if isinstance(features_raw, list) else ()
@@ -72,17 +77,19 @@ class KubeAIModel:
                 return None
             return parsed
 
-        context = limit(annotations.get(CONTEXT_WINDOW_ANNOTATION), CONTEXT_WINDOW_ANNOTATION)
-        if context is None and CONTEXT_WINDOW_ANNOTATION not in annotations:
+        if CONTEXT_WINDOW_ANNOTATION in annotations:
+            context = limit(annotations[CONTEXT_WINDOW_ANNOTATION], CONTEXT_WINDOW_ANNOTATION)
+        else:
             context = limit(_flag_value(args, _FLAG), "--max-model-len")
         max_output = limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION)
-        seqs_text = annotations.get(MAX_NUM_SEQS_ANNOTATION) or _flag_value(args, _SEQS)
-        max_num_seqs = limit(seqs_text, "max-num-seqs")
+        max_num_seqs = limit(
+            annotations.get(MAX_NUM_SEQS_ANNOTATION) or _flag_value(args, _SEQS), "max-num-seqs"
+        )
 
-        engine_raw = spec.get("engine")
-        engine = (
-            engine_raw if isinstance(engine_raw, str) and engine_raw.strip() else None
-        ) or annotations.get(ENGINE_ANNOTATION, "vllm")
+        engine = spec.get("engine")
+        if not (isinstance(engine, str) and engine.strip()):
+            engine = annotations.get(ENGINE_ANNOTATION)
+            engine = engine if isinstance(engine, str) and engine.strip() else "vllm"
         target = annotations.get(COMPUTE_TARGET_ANNOTATION)
         if target is not None and target not in COMPUTE_TARGETS:
             problems.append(f"{COMPUTE_TARGET_ANNOTATION} must be one of {', '.join(COMPUTE_TARGETS)}")
@@ -90,10 +97,10 @@ class KubeAIModel:
         if target is None:
             profile = spec.get("resourceProfile")
             target = compute_target_from_profile(profile if isinstance(profile, str) else "")
-
+        uid = meta.get("uid")
         return cls(
             name=name,
-            uid=raw.uid_of(obj),
+            uid=uid if isinstance(uid, str) else "",
             ready=ready,
             model_type=kubeai_model_type(features, name),
             features=features,
@@ -109,6 +116,8 @@ class KubeAIModel:
 def _flag_value(args: list[str], flag: re.Pattern[str]) -> str | None:
     """The first ``--flag=N`` or ``--flag N`` in a container's args."""
     for i, arg in enumerate(args):
+        if not arg.lstrip().startswith("--max-"):
+            continue
         match = flag.match(arg.strip())
         if match is None:
             continue
