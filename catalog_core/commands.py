@@ -247,6 +247,9 @@ class WatchSecrets:
         return f"watch/secrets/{self.namespace}"
 
 
+# Commands that only read: a standby replica still issues them to keep its state warm.
+READ_COMMANDS = (ProbeRuntime, WatchSecrets)
+
 LiteLLMCommand = CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel | DeleteLiteLLMModel
 Command = (
     CreateLiteLLMModel

@@ -125,6 +125,13 @@ class CommandCompleted:
 
 
 @attrs.frozen
+class LeadershipChanged:
+    """This replica started or stopped leading. A standby folds and plans, but issues only reads."""
+
+    leading: bool
+
+
+@attrs.frozen
 class Ticked:
     """Time passed. Also the moment the core plans: source events only record what changed."""
 
@@ -140,5 +147,6 @@ Event = (
     | LiteLLMUnreachable
     | RuntimeProbed
     | CommandCompleted
+    | LeadershipChanged
     | Ticked
 )

@@ -23,6 +23,7 @@ from catalog_core.commands import (
 from catalog_core.events import (
     CommandCompleted,
     Event,
+    LeadershipChanged,
     LiteLLMRowsObserved,
     LiteLLMUnreachable,
     ObjectDeleted,
@@ -33,7 +34,7 @@ from catalog_core.events import (
     SourceUnavailable,
     Ticked,
 )
-from catalog_core.plan import mark_key, tick
+from catalog_core.plan import leadership_changed, mark_key, tick
 from catalog_core.reasons import Reason
 from catalog_core.rules import health as health_rules
 from catalog_core.sources.catalog_configmap import ObservedCatalog
@@ -82,6 +83,8 @@ def _observe(state: CatalogState, event: Event) -> CatalogState:
         return _probed(state, event)
     if isinstance(event, CommandCompleted):
         return _completed(state, event)
+    if isinstance(event, LeadershipChanged):
+        return leadership_changed(state, event.leading)
     raise TypeError(f"not an event: {type(event).__name__}")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import attrs
 
 from catalog_core.commands import (
+    READ_COMMANDS,
     Command,
     EmitKubernetesEvent,
     EvictPod,
@@ -25,7 +26,7 @@ from catalog_core.commands import (
 )
 from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
-from catalog_core.pmap import PMap
+from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason, RouteState
 from catalog_core.rules import health as health_rules
 from catalog_core.rules.agent_templates import is_target, template_patch
@@ -37,7 +38,7 @@ from catalog_core.rules.render import RenderedCatalog, render_catalog
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
 from catalog_core.sources.secret import allowed_by_name
-from catalog_core.state import NO_MARKS, CatalogState, RouteRecord, mark, marked
+from catalog_core.state import NO_MARKS, CatalogState, RouteRecord, mark, mark_all, marked
 from catalog_core.values import logical_name
 
 
@@ -48,34 +49,39 @@ class _Out:
         self.state = state
         self.commands: list[Command] = []
 
-    def emit(self, key: str, command: Command | None) -> None:
+    def emit(self, key: str, command: Command | None) -> bool:
+        """Emit unless pointless now; True when emitted."""
         if command is None:
-            return
+            return False
         control, now = self.state.control, self.state.now
+        if not control.leading and not isinstance(command, READ_COMMANDS):
+            return False  # a standby keeps planning (its state stays warm) but never writes
         if (current := control.inflight.get(key)) is not None and current.id == command.id:
-            return
+            return False
         if control.settled.get(key) == command.id:
-            return  # already applied; wait until the target is observed again
+            return False  # already applied; wait until the target is observed again
         if (failure := control.failures.get(key)) is not None and failure.command_id == command.id:
-            return  # failed for good; a change of input gives a new command
+            return False  # failed for good; a change of input gives a new command
         retry = control.retries.get(key)
         if retry is not None and retry.command_id == command.id and now < retry.not_before:
-            return
+            return False
         control = attrs.evolve(control, inflight=control.inflight.set(key, command))
         self.state = attrs.evolve(self.state, control=control)
         self.commands.append(command)
+        return True
 
     def announce(self, key: str, involved: ObjectRef | None, reason: str, message: str) -> None:
         """One Warning Event per distinct problem of an object (the adapter aggregates repeats)."""
         if involved is None:
             return
         event = EmitKubernetesEvent(involved, reason, message)
-        control = self.state.control
-        if control.announced.get(key) == event.id:
+        if self.state.control.announced.get(key) == event.id:
             return
-        control = attrs.evolve(control, announced=control.announced.set(key, event.id))
-        self.state = attrs.evolve(self.state, control=control)
-        self.emit(event.key, event)
+        if self.emit(event.key, event):
+            control = self.state.control
+            self.state = attrs.evolve(
+                self.state, control=attrs.evolve(control, announced=control.announced.set(key, event.id))
+            )
 
     def forget(self, key: str) -> None:
         control = self.state.control
@@ -110,6 +116,39 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
         _templates(out)
         _rollouts(out)
     return out.state, out.commands
+
+
+def next_deadline(state: CatalogState) -> float | None:
+    """When the next tick is due even if no event arrives: a retry's backoff ends or a probe is due."""
+    times = [retry.not_before for retry in state.control.retries.values()]
+    for record in state.health.values():
+        times.append(
+            record.probing_since + health_rules.PROBE_STUCK_SECONDS
+            if record.probing_since is not None
+            else record.next_probe_at
+        )
+    return min(times) if times else None
+
+
+def leadership_changed(state: CatalogState, leading: bool) -> CatalogState:
+    """A new leader re-plans everything (it may have seen writes it never made); a former leader
+    forgets what it had in flight (another replica owns execution now)."""
+    control = state.control
+    if control.leading == leading:
+        return state
+    if not leading:
+        reads: PMap[Command] = PMap.of(
+            (k, c) for k, c in control.inflight.items() if isinstance(c, READ_COMMANDS)
+        )
+        control = attrs.evolve(control, leading=False, inflight=reads, retries=empty(), settled=empty())
+        return attrs.evolve(state, control=control)
+    pending = state.pending
+    ids = mark_all(pending.ids, state.litellm.rows)
+    ids = mark_all(ids, state.derived.winners)
+    records = mark_all(pending.records, state.derived.candidates)
+    pending = attrs.evolve(pending, ids=ids, records=records, catalog=True, templates=True, rollouts=True)
+    control = attrs.evolve(control, leading=True, announced=empty())
+    return attrs.evolve(state, control=control, pending=pending)
 
 
 def _due_retries(state: CatalogState) -> CatalogState:

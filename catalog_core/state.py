@@ -277,6 +277,7 @@ class Control:
     failures: PMap[Failure] = attrs.field(factory=empty)
     announced: PMap[str] = attrs.field(factory=empty)  # problem key -> event id already emitted
     secret_watch: str = ""  # id of the last WatchSecrets command
+    leading: bool = True  # a standby replica plans but issues no writes
 
 
 @attrs.frozen

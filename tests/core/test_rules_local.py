@@ -131,3 +131,26 @@ def test_invalid_annotation_keeps_the_last_good_route():
     assert (rec["state"], rec["reason"], rec.get("servingLastGood")) == ("error", "InvalidField", True)
     assert c.entry("llama")["contextWindow"] == 8192
     assert any(e.reason == "InvalidField" and e.involved.kind == "Model" for e in c.world.events)
+
+
+def test_a_standby_plans_but_never_writes_then_takes_over():
+    from catalog_core.events import LeadershipChanged
+
+    c = Cluster()
+    c.feed(LeadershipChanged(False))
+    commands = c.start(
+        b.kubeai_model("llama"),
+        b.kubeai_model("gone", ready=0),
+        rows=[b.row("old", "ai-appliance-kubeai-old", owner="model-catalog")],
+    )
+    assert {type(x).__name__ for x in commands} == {"WatchSecrets"}  # reads only
+    assert c.world.writes == []
+    assert set(c.state.derived.entries) == set()  # nothing in LiteLLM yet: nothing published
+    assert c.state.derived.winners  # but the desired state is warm
+    commands = c.run(LeadershipChanged(True))
+    kinds = sorted(type(x).__name__ for x in commands)
+    assert kinds == ["CreateLiteLLMModel", "DeleteLiteLLMModel", "WriteCatalog"]
+    assert c.model_ids() == ["llama"]
+    # losing leadership stops writes at once
+    c.feed(LeadershipChanged(False))
+    assert c.apply(b.kubeai_model("llama", ready=0)) == []
