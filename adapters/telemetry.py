@@ -1,0 +1,202 @@
+"""OpenTelemetry metrics (exported as Prometheus text) and traces (OTLP, only when configured).
+
+Attributes carry kinds, keys, names and reason codes only — never a value from
+a Secret, never a request body.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Sequence
+
+from opentelemetry import trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from prometheus_client import CollectorRegistry, generate_latest
+
+from catalog_core.commands import Command
+from catalog_core.events import (
+    CommandCompleted,
+    Event,
+    ObjectDeleted,
+    ObjectUpserted,
+    RuntimeProbed,
+    SourceListed,
+    SourceUnavailable,
+)
+from catalog_core.reasons import RouteState
+from catalog_core.state import CatalogState
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def _event_source(event: Event) -> str:
+    source = getattr(event, "source", None)
+    if source is not None:
+        return str(source.value if hasattr(source, "value") else source)
+    if isinstance(event, RuntimeProbed):
+        return "health"
+    if isinstance(event, CommandCompleted):
+        return "outcome"
+    return "litellm" if type(event).__name__.startswith("LiteLLM") else "shell"
+
+
+def _describe(event: Event) -> str:
+    if isinstance(event, ObjectUpserted | ObjectDeleted):
+        meta = event.object.get("metadata") or {}
+        return f"{type(event).__name__} {event.source.value}/{meta.get('name', '?')}"
+    if isinstance(event, SourceListed | SourceUnavailable):
+        return f"{type(event).__name__} {event.source.value}"
+    if isinstance(event, CommandCompleted):
+        return f"CommandCompleted {event.key} {event.outcome.value}"
+    return type(event).__name__
+
+
+class Telemetry:
+    """Implements the loop's telemetry hooks; ``metrics_text()`` serves /metrics."""
+
+    def __init__(self, *, otlp_endpoint: str = "", service_version: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        resource = Resource.create({"service.name": "model-catalog", "service.version": service_version})
+        reader = PrometheusMetricReader(registry=self.registry)
+        histogram = ExplicitBucketHistogramAggregation(LATENCY_BUCKETS)
+        self.meter_provider = MeterProvider(
+            metric_readers=[reader],
+            resource=resource,
+            views=[View(instrument_type=None, instrument_name="model_catalog_*_seconds", aggregation=histogram)],
+        )
+        meter = self.meter_provider.get_meter("model_catalog")
+        self._events = meter.create_counter("model_catalog_events", description="Events folded, by source and type")
+        self._commands = meter.create_counter(
+            "model_catalog_commands", description="Commands executed, by kind and outcome"
+        )
+        self._latency = meter.create_histogram(
+            "model_catalog_reconcile_latency_seconds",
+            unit="s",
+            description="From the arrival of the events that caused a command to the start of its execution",
+        )
+        self._duration = meter.create_histogram(
+            "model_catalog_command_duration_seconds",
+            unit="s",
+            description="Execution time per command kind (LiteLLM request latency for the LiteLLM kinds)",
+        )
+        self._gauges: dict[str, Callable[[], Iterable[tuple[float, dict[str, str]]]]] = {}
+        for name, description in (
+            ("model_catalog_queue_depth", "Commands queued or executing"),
+            ("model_catalog_rejected_items", "Source items in error or conflict, by reason"),
+            ("model_catalog_published_models", "Catalog entries currently published"),
+            ("model_catalog_leader", "1 while this replica leads, else 0"),
+            ("model_catalog_source_status", "1 for each source's current status"),
+            ("model_catalog_event_log_dropped_records", "Event log records dropped (disk full, write errors)"),
+            ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
+        ):
+            meter.create_observable_gauge(name, callbacks=[self._observer(name)], description=description)
+        self._state: CatalogState | None = None
+        self._clock = clock
+        provider = TracerProvider(resource=resource)
+        if otlp_endpoint:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=_traces_url(otlp_endpoint))))
+            self.tracer: trace.Tracer = provider.get_tracer("model_catalog")
+        else:
+            self.tracer = trace.NoOpTracer()
+        self.tracer_provider = provider
+        self._plan_context: dict[str, trace.SpanContext] = {}
+        self.set_gauge("model_catalog_leader", lambda: [(0.0, {})])
+
+    # --- gauges
+    def _observer(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            source = self._gauges.get(name)
+            return [Observation(v, a) for v, a in (source() if source else [])]
+
+        return observe
+
+    def set_gauge(self, name: str, source: Callable[[], Iterable[tuple[float, dict[str, str]]]]) -> None:
+        self._gauges[name] = source
+
+    def metrics_text(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # --- the loop's hooks
+    def event_folded(self, event: Event) -> None:
+        self._events.add(1, {"source": _event_source(event), "type": type(event).__name__})
+
+    def commands_planned(self, commands: Sequence[Command], oldest_event_at: float, events: Sequence[Event] = ()) -> None:
+        if not commands or isinstance(self.tracer, trace.NoOpTracer):
+            return
+        with self.tracer.start_as_current_span("model_catalog.plan") as span:
+            span.set_attribute("model_catalog.commands", len(commands))
+            span.set_attribute("model_catalog.events", [_describe(e) for e in list(events)[:20]])
+            context = span.get_span_context()
+        for command in commands:
+            self._plan_context[command.id] = context
+        if len(self._plan_context) > 10_000:
+            self._plan_context.clear()
+
+    def command_done(self, command: Command, submitted_at: float, started_at: float, events: Sequence[Event]) -> None:
+        kind = type(command).__name__
+        now = self._clock()
+        outcome = next((e.outcome.value for e in events if isinstance(e, CommandCompleted)), "answered")
+        self._commands.add(1, {"kind": kind, "outcome": outcome})
+        self._latency.record(max(0.0, started_at - submitted_at), {"kind": kind})
+        self._duration.record(max(0.0, now - started_at), {"kind": kind})
+        context = self._plan_context.pop(command.id, None)
+        if not isinstance(self.tracer, trace.NoOpTracer):
+            end_ns = time.time_ns()
+            start_ns = end_ns - int((now - started_at) * 1e9)
+            links = [trace.Link(context)] if context is not None else []
+            span = self.tracer.start_span(f"model_catalog.{kind}", start_time=start_ns, links=links)
+            span.set_attribute("model_catalog.key", str(command.key))
+            span.set_attribute("model_catalog.command_id", command.id)
+            span.set_attribute("model_catalog.outcome", outcome)
+            span.end(end_time=end_ns)
+
+    def state_changed(self, state: CatalogState) -> None:
+        self._state = state
+
+    def bind_state(self) -> None:
+        """Gauges read from the latest state."""
+
+        def rejected() -> list[tuple[float, dict[str, str]]]:
+            state = self._state
+            if state is None:
+                return []
+            tally = Tally(
+                r.reason.value
+                for r in state.derived.records.values()
+                if r.state in (RouteState.ERROR, RouteState.CONFLICT)
+            )
+            return [(float(n), {"reason": reason}) for reason, n in sorted(tally.items())]
+
+        def published() -> list[tuple[float, dict[str, str]]]:
+            return [(float(len(self._state.derived.entries)), {})] if self._state is not None else []
+
+        def sources() -> list[tuple[float, dict[str, str]]]:
+            if self._state is None:
+                return []
+            return [(1.0, {"source": k, "status": v.status.value}) for k, v in sorted(self._state.sources.items())]
+
+        def litellm() -> list[tuple[float, dict[str, str]]]:
+            return [(1.0 if self._state.litellm.status.reachable else 0.0, {})] if self._state is not None else []
+
+        self.set_gauge("model_catalog_rejected_items", rejected)
+        self.set_gauge("model_catalog_published_models", published)
+        self.set_gauge("model_catalog_source_status", sources)
+        self.set_gauge("model_catalog_litellm_reachable", litellm)
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+
+
+def _traces_url(endpoint: str) -> str:
+    return endpoint if endpoint.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/") + "/v1/traces"
+

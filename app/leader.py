@@ -1,0 +1,160 @@
+"""Leader election with a coordination.k8s.io/v1 Lease (client-go's algorithm, simplified).
+
+The holder renews every retry period; a candidate takes the Lease only when
+the holder has not renewed it for a whole lease duration *as observed by the
+candidate's own clock* (never by comparing two machines' clocks). A leader that
+cannot renew within the renew deadline stops leading at once. On shutdown the
+leader releases the Lease so a standby takes over without waiting.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import attrs
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+log = logging.getLogger("model_catalog.leader")
+
+OnChange = Callable[[bool], Awaitable[None]]
+
+
+@attrs.frozen
+class LeaseConfig:
+    name: str
+    namespace: str
+    identity: str
+    duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    request_timeout: float = 5.0
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class LeaderElector:
+    def __init__(self, api_client: client.ApiClient, config: LeaseConfig, on_change: OnChange) -> None:
+        self._api = client.CoordinationV1Api(api_client)
+        self._config = config
+        self._on_change = on_change
+        self.leading = False
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0
+
+    async def run(self) -> None:
+        """Run until cancelled; releases the Lease on the way out when leading."""
+        try:
+            while True:
+                if self.leading:
+                    await self._renew_or_step_down()
+                else:
+                    await self._try_acquire()
+                await anyio.sleep(self._config.retry_period)
+        finally:
+            if self.leading:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self._config.request_timeout):
+                    await self._release()
+
+    async def _set(self, leading: bool) -> None:
+        if leading != self.leading:
+            self.leading = leading
+            log.info("leadership %s", "acquired" if leading else "lost", extra={"identity": self._config.identity})
+            await self._on_change(leading)
+
+    async def _read(self) -> Any | None:
+        try:
+            return await self._api.read_namespaced_lease(
+                self._config.name, self._config.namespace, _request_timeout=self._config.request_timeout
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _body(self, lease: Any | None, acquire: bool) -> Any:
+        now = _now()
+        spec = client.V1LeaseSpec(
+            holder_identity=self._config.identity,
+            lease_duration_seconds=max(1, round(self._config.duration)),
+            renew_time=now,
+            acquire_time=now if acquire or lease is None else lease.spec.acquire_time,
+            lease_transitions=((lease.spec.lease_transitions or 0) + (1 if acquire else 0)) if lease is not None else 0,
+        )
+        meta = client.V1ObjectMeta(name=self._config.name, namespace=self._config.namespace)
+        if lease is not None:
+            meta.resource_version = lease.metadata.resource_version
+        return client.V1Lease(metadata=meta, spec=spec)
+
+    async def _try_acquire(self) -> None:
+        try:
+            lease = await self._read()
+            if lease is None:
+                await self._api.create_namespaced_lease(
+                    self._config.namespace, self._body(None, True), _request_timeout=self._config.request_timeout
+                )
+                await self._set(True)
+                return
+            holder = lease.spec.holder_identity or ""
+            record = (holder, str(lease.spec.renew_time))
+            if record != self._observed:
+                self._observed, self._observed_at = record, time.monotonic()
+            expired = time.monotonic() - self._observed_at > self._config.duration
+            if holder and holder != self._config.identity and not expired:
+                return
+            await self._api.replace_namespaced_lease(
+                self._config.name,
+                self._config.namespace,
+                self._body(lease, holder != self._config.identity),
+                _request_timeout=self._config.request_timeout,
+            )
+            await self._set(True)
+        except ApiException as exc:
+            if exc.status not in (409, 404):
+                log.warning("lease: %s", exc.reason, extra={"status": exc.status})
+        except (OSError, TimeoutError) as exc:
+            log.warning("lease: %s", type(exc).__name__)
+
+    async def _renew_or_step_down(self) -> None:
+        deadline = time.monotonic() + self._config.renew_deadline
+        while time.monotonic() < deadline:
+            try:
+                lease = await self._read()
+                if lease is None or (lease.spec.holder_identity or "") != self._config.identity:
+                    break  # someone else holds it now
+                await self._api.replace_namespaced_lease(
+                    self._config.name,
+                    self._config.namespace,
+                    self._body(lease, False),
+                    _request_timeout=self._config.request_timeout,
+                )
+                return
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # raced with ourselves or someone else: read again
+                log.warning("lease renewal: %s", exc.reason, extra={"status": exc.status})
+            except (OSError, TimeoutError) as exc:
+                log.warning("lease renewal: %s", type(exc).__name__)
+            await anyio.sleep(min(self._config.retry_period, max(0.0, deadline - time.monotonic())))
+        await self._set(False)
+
+    async def _release(self) -> None:
+        try:
+            lease = await self._read()
+            if lease is None or (lease.spec.holder_identity or "") != self._config.identity:
+                return
+            lease.spec.holder_identity = ""
+            lease.spec.renew_time = _now() - dt.timedelta(seconds=self._config.duration + 1)
+            await self._api.replace_namespaced_lease(
+                self._config.name, self._config.namespace, lease, _request_timeout=self._config.request_timeout
+            )
+            log.info("lease released", extra={"identity": self._config.identity})
+        except (ApiException, OSError, TimeoutError) as exc:
+            log.warning("lease release failed: %s", type(exc).__name__)

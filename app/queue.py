@@ -1,0 +1,133 @@
+"""The command queue: one entry per key (the newest command wins), bounded concurrency, never the
+same key twice at once.
+
+Like controller-runtime's workqueue: a burst of commands for one key becomes
+one execution of the last of them; a key being executed is not started again
+until it finishes; some keys (the catalog ConfigMap) have a minimum interval
+between executions so bursts coalesce into few writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+from anyio.abc import TaskGroup
+
+from adapters.ports import Executor
+from catalog_core.commands import READ_COMMANDS, Command
+from catalog_core.events import CommandCompleted, Event, Outcome
+
+log = logging.getLogger("model_catalog.queue")
+
+Deliver = Callable[[Sequence[Event]], Awaitable[None]]
+Observe = Callable[[Command, float, float, Sequence[Event]], None]  # command, submitted, started, outcome
+
+
+def _key(command: Command) -> str:
+    return str(command.key)
+
+
+class CommandQueue:
+    def __init__(
+        self,
+        executors: Sequence[Executor],
+        deliver: Deliver,
+        *,
+        concurrency: int = 4,
+        min_interval: Callable[[str], float] = lambda key: 0.0,
+        observe: Observe | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._executors = list(executors)
+        self._deliver = deliver
+        self._concurrency = concurrency
+        self._min_interval = min_interval
+        self._observe = observe
+        self._clock = clock
+        self._pending: dict[str, Command] = {}
+        self._submitted_at: dict[str, float] = {}
+        self._running: dict[str, anyio.CancelScope] = {}
+        self._last_done: dict[str, float] = {}
+        self._scheduled: set[str] = set()
+        self._ready_send, self._ready_receive = anyio.create_memory_object_stream[str](math.inf)
+        self._tg: TaskGroup | None = None
+
+    @property
+    def depth(self) -> int:
+        return len(self._pending) + len(self._running)
+
+    def submit(self, command: Command, submitted_at: float | None = None) -> None:
+        """Queue ``command``, replacing any queued command for the same key."""
+        key = _key(command)
+        self._pending[key] = command
+        self._submitted_at.setdefault(key, submitted_at if submitted_at is not None else self._clock())
+        self._wake(key)
+
+    def drop_writes(self) -> None:
+        """Leadership lost: forget queued writes and cancel the ones under way (reads continue)."""
+        for key, command in list(self._pending.items()):
+            if not isinstance(command, READ_COMMANDS):
+                del self._pending[key]
+                self._submitted_at.pop(key, None)
+        for scope in self._running.values():
+            scope.cancel()
+
+    def _wake(self, key: str) -> None:
+        if key in self._running or key in self._scheduled:
+            return
+        wait = self._last_done.get(key, -math.inf) + self._min_interval(key) - self._clock()
+        self._scheduled.add(key)
+        if wait > 0 and self._tg is not None:
+            self._tg.start_soon(self._later, key, wait)
+        else:
+            self._ready_send.send_nowait(key)
+
+    async def _later(self, key: str, wait: float) -> None:
+        await anyio.sleep(wait)
+        self._ready_send.send_nowait(key)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for _ in range(self._concurrency):
+                tg.start_soon(self._worker)
+            task_status.started()
+
+    async def _worker(self) -> None:
+        async for key in self._ready_receive:
+            self._scheduled.discard(key)
+            command = self._pending.pop(key, None)
+            if command is None:
+                continue
+            submitted = self._submitted_at.pop(key, self._clock())
+            started = self._clock()
+            with anyio.CancelScope() as scope:
+                self._running[key] = scope
+                try:
+                    events = await self._execute(command)
+                finally:
+                    del self._running[key]
+                    self._last_done[key] = self._clock()
+                if self._observe is not None:
+                    self._observe(command, submitted, started, events)
+                await self._deliver(events)
+            if scope.cancelled_caught:
+                log.info("write abandoned: leadership lost", extra={"key": key})
+            if key in self._pending:
+                self._wake(key)
+
+    async def _execute(self, command: Command) -> Sequence[Event]:
+        executor = next((e for e in self._executors if e.handles(command)), None)
+        if executor is None:
+            log.error("no executor for command", extra={"kind": type(command).__name__, "key": _key(command)})
+            return [CommandCompleted(_key(command), command.id, Outcome.TERMINAL, reason="NoExecutor")]
+        try:
+            return await executor.execute(command)
+        except Exception as exc:  # an executor must not raise; if one does, the loop survives it
+            log.exception("executor raised", extra={"kind": type(command).__name__, "key": _key(command)})
+            detail = f"{type(exc).__name__}"
+            return [CommandCompleted(_key(command), command.id, Outcome.RETRY, retry_after=5.0, detail=detail)]

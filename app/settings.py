@@ -1,0 +1,164 @@
+"""Service settings: the decision-affecting ``CatalogConfig`` plus how this process runs.
+
+Names and defaults of contracts A.7 are kept; new settings are ``CATALOG_*``
+variables, each also a ``run`` flag. Every value is checked before anything
+starts; the first problem is reported as one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+
+import attrs
+
+from catalog_core.config import CatalogConfig, ConfigError
+
+
+@attrs.frozen(repr=False)
+class Secret:
+    """A value that must never be printed (the LiteLLM master key)."""
+
+    value: str
+
+    def __repr__(self) -> str:
+        return "Secret(***)"
+
+
+@attrs.frozen
+class ServiceSettings:
+    catalog: CatalogConfig
+    litellm_master_key: Secret
+    litellm_resync_seconds: float = 30.0
+    http_host: str = "0.0.0.0"  # noqa: S104 - probes and metrics must be reachable by the kubelet
+    http_port: int = 8080
+    leader_election: bool = True
+    lease_name: str = "ai-model-catalog-controller"
+    lease_namespace: str = "ai"
+    lease_duration_seconds: float = 15.0
+    lease_renew_deadline_seconds: float = 10.0
+    lease_retry_period_seconds: float = 2.0
+    identity: str = ""
+    max_concurrent_writes: int = 4
+    catalog_min_write_interval: float = 0.5
+    probe_concurrency: int = 8
+    crd_recheck_seconds: float = 30.0
+    event_log_path: str = ""
+    event_log_max_bytes: int = 4 * 1024 * 1024
+    event_log_ring: int = 2000
+    shutdown_grace_seconds: float = 10.0
+    probe_resolve: tuple[tuple[str, str], ...] = ()
+    kubeconfig: str = ""
+    otlp_endpoint: str = ""
+    log_level: str = "INFO"
+
+
+_BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+_RESOLVE = re.compile(r"^([^\s:=]+:\d+)=([^\s:=]+:\d+)$")
+
+
+def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> ServiceSettings | ConfigError:
+    """Settings from the environment; ``overrides`` (from flags) win over it."""
+    merged = dict(env)
+    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    catalog = CatalogConfig.from_env(merged)
+    if isinstance(catalog, ConfigError):
+        return catalog
+    problems: list[ConfigError] = []
+
+    def text(name: str, default: str) -> str:
+        value = merged.get(name, "").strip()
+        return value or default
+
+    def number(name: str, default: float, minimum: float, integer: bool = False) -> float:
+        raw = merged.get(name, "").strip()
+        if not raw:
+            return default
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            problems.append(ConfigError(name, f"must be a number >= {minimum:g}, got {raw!r}"))
+            return default
+        if value < minimum:
+            problems.append(ConfigError(name, f"must be >= {minimum:g}, got {raw!r}"))
+            return default
+        return value
+
+    def boolean(name: str, default: bool) -> bool:
+        raw = merged.get(name, "").strip().lower()
+        if not raw:
+            return default
+        if raw not in _BOOL:
+            problems.append(ConfigError(name, f"must be true or false, got {raw!r}"))
+            return default
+        return _BOOL[raw]
+
+    key = merged.get("LITELLM_MASTER_KEY", "").strip()
+    if not key:
+        problems.append(ConfigError("LITELLM_MASTER_KEY", "is required (the LiteLLM admin key)"))
+    resolve: list[tuple[str, str]] = []
+    for part in filter(None, (p.strip() for p in merged.get("CATALOG_PROBE_RESOLVE", "").split(","))):
+        match = _RESOLVE.match(part)
+        if match is None:
+            problems.append(ConfigError("CATALOG_PROBE_RESOLVE", f"expected host:port=host:port, got {part!r}"))
+        else:
+            resolve.append((match.group(1), match.group(2)))
+    duration = number("CATALOG_LEASE_DURATION_SECONDS", 15.0, 2.0)
+    renew = number("CATALOG_LEASE_RENEW_DEADLINE_SECONDS", min(10.0, duration * 2 / 3), 1.0)
+    retry = number("CATALOG_LEASE_RETRY_PERIOD_SECONDS", min(2.0, renew / 2), 0.1)
+    if not retry < renew < duration:
+        problems.append(
+            ConfigError("CATALOG_LEASE_RENEW_DEADLINE_SECONDS", "needs retry period < renew deadline < lease duration")
+        )
+    level = text("LOG_LEVEL", "INFO").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        problems.append(ConfigError("LOG_LEVEL", f"must be DEBUG, INFO, WARNING or ERROR, got {level!r}"))
+    settings = ServiceSettings(
+        catalog=catalog,
+        litellm_master_key=Secret(key),
+        litellm_resync_seconds=number("CATALOG_LITELLM_RESYNC_SECONDS", 30.0, 1.0),
+        http_host=text("CATALOG_HTTP_HOST", "0.0.0.0"),  # noqa: S104
+        http_port=int(number("CATALOG_HTTP_PORT", 8080, 0, integer=True)),
+        leader_election=boolean("CATALOG_LEADER_ELECTION", True),
+        lease_name=text("CATALOG_LEASE_NAME", "ai-model-catalog-controller"),
+        lease_namespace=text("CATALOG_LEASE_NAMESPACE", catalog.namespace),
+        lease_duration_seconds=duration,
+        lease_renew_deadline_seconds=renew,
+        lease_retry_period_seconds=retry,
+        identity=text("POD_NAME", socket.gethostname()),
+        max_concurrent_writes=int(number("CATALOG_MAX_CONCURRENT_WRITES", 4, 1, integer=True)),
+        catalog_min_write_interval=number("CATALOG_MIN_WRITE_INTERVAL_SECONDS", 0.5, 0.0),
+        probe_concurrency=int(number("CATALOG_PROBE_CONCURRENCY", 8, 1, integer=True)),
+        crd_recheck_seconds=number("CATALOG_CRD_RECHECK_SECONDS", 30.0, 1.0),
+        event_log_path=text("CATALOG_EVENT_LOG_PATH", ""),
+        event_log_max_bytes=int(number("CATALOG_EVENT_LOG_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, integer=True)),
+        event_log_ring=int(number("CATALOG_EVENT_LOG_RING", 2000, 0, integer=True)),
+        shutdown_grace_seconds=number("CATALOG_SHUTDOWN_GRACE_SECONDS", 10.0, 0.0),
+        probe_resolve=tuple(resolve),
+        kubeconfig=text("KUBECONFIG", ""),
+        otlp_endpoint=text("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+        log_level=level,
+    )
+    if problems:
+        return problems[0]
+    return settings
+
+
+# (flag, variable, help) for `model-catalog run`: every new setting is also a flag.
+FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--litellm-resync-seconds", "CATALOG_LITELLM_RESYNC_SECONDS", "re-read LiteLLM /model/info this often (30)"),
+    ("--http-port", "CATALOG_HTTP_PORT", "port of /healthz, /readyz, /metrics (8080; 0 picks a free port)"),
+    ("--http-host", "CATALOG_HTTP_HOST", "address to listen on (0.0.0.0)"),
+    ("--leader-election", "CATALOG_LEADER_ELECTION", "true|false: take a coordination.k8s.io Lease (true)"),
+    ("--lease-name", "CATALOG_LEASE_NAME", "Lease name (ai-model-catalog-controller)"),
+    ("--lease-namespace", "CATALOG_LEASE_NAMESPACE", "Lease namespace (NAMESPACE)"),
+    ("--lease-duration-seconds", "CATALOG_LEASE_DURATION_SECONDS", "Lease duration (15)"),
+    ("--identity", "POD_NAME", "this replica's Lease identity (the pod name)"),
+    ("--max-concurrent-writes", "CATALOG_MAX_CONCURRENT_WRITES", "writes carried out at once (4)"),
+    ("--catalog-min-write-interval", "CATALOG_MIN_WRITE_INTERVAL_SECONDS", "coalesce catalog writes (0.5 s)"),
+    ("--event-log", "CATALOG_EVENT_LOG_PATH", "record the event log to this file (off)"),
+    ("--event-log-max-bytes", "CATALOG_EVENT_LOG_MAX_BYTES", "rotate the event log at this size (4 MiB)"),
+    ("--probe-resolve", "CATALOG_PROBE_RESOLVE", "host:port=host:port,... for health probes run outside the cluster"),
+    ("--kubeconfig", "KUBECONFIG", "kubeconfig file (default: in-cluster)"),
+)
