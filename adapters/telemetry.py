@@ -61,7 +61,13 @@ def _describe(event: Event) -> str:
 class Telemetry:
     """Implements the loop's telemetry hooks; ``metrics_text()`` serves /metrics."""
 
-    def __init__(self, *, otlp_endpoint: str = "", service_version: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        otlp_endpoint: str = "",
+        service_version: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         resource = Resource.create({"service.name": "model-catalog", "service.version": service_version})
         reader = PrometheusMetricReader(registry=self.registry)
@@ -69,10 +75,14 @@ class Telemetry:
         self.meter_provider = MeterProvider(
             metric_readers=[reader],
             resource=resource,
-            views=[View(instrument_type=None, instrument_name="model_catalog_*_seconds", aggregation=histogram)],
+            views=[
+                View(instrument_type=None, instrument_name="model_catalog_*_seconds", aggregation=histogram)
+            ],
         )
         meter = self.meter_provider.get_meter("model_catalog")
-        self._events = meter.create_counter("model_catalog_events", description="Events folded, by source and type")
+        self._events = meter.create_counter(
+            "model_catalog_events", description="Events folded, by source and type"
+        )
         self._commands = meter.create_counter(
             "model_catalog_commands", description="Commands executed, by kind and outcome"
         )
@@ -93,7 +103,10 @@ class Telemetry:
             ("model_catalog_published_models", "Catalog entries currently published"),
             ("model_catalog_leader", "1 while this replica leads, else 0"),
             ("model_catalog_source_status", "1 for each source's current status"),
-            ("model_catalog_event_log_dropped_records", "Event log records dropped (disk full, write errors)"),
+            (
+                "model_catalog_event_log_dropped_records",
+                "Event log records dropped (disk full, write errors)",
+            ),
             ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
         ):
             meter.create_observable_gauge(name, callbacks=[self._observer(name)], description=description)
@@ -103,7 +116,9 @@ class Telemetry:
         if otlp_endpoint:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=_traces_url(otlp_endpoint))))
+            provider.add_span_processor(
+                BatchSpanProcessor(OTLPSpanExporter(endpoint=_traces_url(otlp_endpoint)))
+            )
             self.tracer: trace.Tracer = provider.get_tracer("model_catalog")
         else:
             self.tracer = trace.NoOpTracer()
@@ -129,7 +144,9 @@ class Telemetry:
     def event_folded(self, event: Event) -> None:
         self._events.add(1, {"source": _event_source(event), "type": type(event).__name__})
 
-    def commands_planned(self, commands: Sequence[Command], oldest_event_at: float, events: Sequence[Event] = ()) -> None:
+    def commands_planned(
+        self, commands: Sequence[Command], oldest_event_at: float, events: Sequence[Event] = ()
+    ) -> None:
         if not commands or isinstance(self.tracer, trace.NoOpTracer):
             return
         with self.tracer.start_as_current_span("model_catalog.plan") as span:
@@ -141,7 +158,9 @@ class Telemetry:
         if len(self._plan_context) > 10_000:
             self._plan_context.clear()
 
-    def command_done(self, command: Command, submitted_at: float, started_at: float, events: Sequence[Event]) -> None:
+    def command_done(
+        self, command: Command, submitted_at: float, started_at: float, events: Sequence[Event]
+    ) -> None:
         kind = type(command).__name__
         now = self._clock()
         outcome = next((e.outcome.value for e in events if isinstance(e, CommandCompleted)), "answered")
@@ -182,10 +201,16 @@ class Telemetry:
         def sources() -> list[tuple[float, dict[str, str]]]:
             if self._state is None:
                 return []
-            return [(1.0, {"source": k, "status": v.status.value}) for k, v in sorted(self._state.sources.items())]
+            return [
+                (1.0, {"source": k, "status": v.status.value}) for k, v in sorted(self._state.sources.items())
+            ]
 
         def litellm() -> list[tuple[float, dict[str, str]]]:
-            return [(1.0 if self._state.litellm.status.reachable else 0.0, {})] if self._state is not None else []
+            return (
+                [(1.0 if self._state.litellm.status.reachable else 0.0, {})]
+                if self._state is not None
+                else []
+            )
 
         self.set_gauge("model_catalog_rejected_items", rejected)
         self.set_gauge("model_catalog_published_models", published)
@@ -199,4 +224,3 @@ class Telemetry:
 
 def _traces_url(endpoint: str) -> str:
     return endpoint if endpoint.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/") + "/v1/traces"
-

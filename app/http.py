@@ -25,7 +25,9 @@ class ProbeServer:
         self.port = port
 
     async def run(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host=self._host, local_port=self._port, reuse_port=False)
+        listener = await anyio.create_tcp_listener(
+            local_host=self._host, local_port=self._port, reuse_port=False
+        )
         self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
         log.info("serving probes and metrics", extra={"port": self.port})
         task_status.started(self.port)

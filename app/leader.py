@@ -66,7 +66,9 @@ class LeaderElector:
     async def _set(self, leading: bool) -> None:
         if leading != self.leading:
             self.leading = leading
-            log.info("leadership %s", "acquired" if leading else "lost", extra={"identity": self._config.identity})
+            log.info(
+                "leadership %s", "acquired" if leading else "lost", extra={"identity": self._config.identity}
+            )
             await self._on_change(leading)
 
     async def _read(self) -> Any | None:
@@ -86,7 +88,9 @@ class LeaderElector:
             lease_duration_seconds=max(1, round(self._config.duration)),
             renew_time=now,
             acquire_time=now if acquire or lease is None else lease.spec.acquire_time,
-            lease_transitions=((lease.spec.lease_transitions or 0) + (1 if acquire else 0)) if lease is not None else 0,
+            lease_transitions=((lease.spec.lease_transitions or 0) + (1 if acquire else 0))
+            if lease is not None
+            else 0,
         )
         meta = client.V1ObjectMeta(name=self._config.name, namespace=self._config.namespace)
         if lease is not None:
@@ -98,7 +102,9 @@ class LeaderElector:
             lease = await self._read()
             if lease is None:
                 await self._api.create_namespaced_lease(
-                    self._config.namespace, self._body(None, True), _request_timeout=self._config.request_timeout
+                    self._config.namespace,
+                    self._body(None, True),
+                    _request_timeout=self._config.request_timeout,
                 )
                 await self._set(True)
                 return
@@ -153,7 +159,10 @@ class LeaderElector:
             lease.spec.holder_identity = ""
             lease.spec.renew_time = _now() - dt.timedelta(seconds=self._config.duration + 1)
             await self._api.replace_namespaced_lease(
-                self._config.name, self._config.namespace, lease, _request_timeout=self._config.request_timeout
+                self._config.name,
+                self._config.namespace,
+                lease,
+                _request_timeout=self._config.request_timeout,
             )
             log.info("lease released", extra={"identity": self._config.identity})
         except (ApiException, OSError, TimeoutError) as exc:

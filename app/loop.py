@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.abc import ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from adapters.ports import Executor
 from app.queue import CommandQueue
@@ -57,6 +58,7 @@ class CatalogLoop:
         max_batch: int = 2000,
         write_concurrency: int = 4,
         catalog_min_interval: float = 0.5,
+        litellm_min_interval: float = 1.0,
         leading: bool = True,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -75,12 +77,24 @@ class CatalogLoop:
             executors,
             self._deliver,
             concurrency=write_concurrency,
-            min_interval=lambda key: catalog_min_interval if key.startswith("catalog/") else 0.0,
+            min_interval=lambda key: (
+                catalog_min_interval
+                if key.startswith("catalog/")
+                else litellm_min_interval
+                if key.startswith("litellm/")
+                else 0.0
+            ),
             observe=telemetry.command_done if telemetry is not None else None,
+            still_wanted=self._still_wanted,
             clock=monotonic,
         )
         if not leading:
             self._apply(LeadershipChanged(False))
+
+    def _still_wanted(self, command: Command) -> bool:
+        """A queued command runs only if the latest plan still holds it for its key."""
+        current = self.state.control.inflight.get(command.key)
+        return current is not None and current.id == command.id
 
     # --- inputs
     def sender(self) -> ObjectSendStream[Event]:
@@ -112,7 +126,7 @@ class CatalogLoop:
             tg.start_soon(self._fold_loop, self._receive)
             task_status.started()
 
-    async def _fold_loop(self, receive: ObjectReceiveStream[Event]) -> None:
+    async def _fold_loop(self, receive: MemoryObjectReceiveStream[Event]) -> None:
         while True:
             batch = await self._next_batch(receive)
             self.busy_since = self._monotonic()
@@ -135,7 +149,7 @@ class CatalogLoop:
             finally:
                 self.busy_since = None
 
-    async def _next_batch(self, receive: ObjectReceiveStream[Event]) -> list[Event]:
+    async def _next_batch(self, receive: MemoryObjectReceiveStream[Event]) -> list[Event]:
         deadline = next_deadline(self.state)
         timeout = math.inf if deadline is None else max(0.0, deadline - self._clock())
         batch: list[Event] = []
@@ -173,7 +187,11 @@ class CatalogLoop:
     def _log_changes(before: CatalogState, after: CatalogState, commands: Sequence[Command]) -> None:
         """One line per decision that changed something: a command issued or a route's state changed."""
         for command in commands:
-            extra: dict[str, object] = {"decision": type(command).__name__, "key": command.key, "command_id": command.id}
+            extra: dict[str, object] = {
+                "decision": type(command).__name__,
+                "key": command.key,
+                "command_id": command.id,
+            }
             if isinstance(command, WriteCatalog):
                 extra["catalog_hash"] = command.catalog_hash
             log.info("command issued", extra=extra)

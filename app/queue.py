@@ -40,6 +40,7 @@ class CommandQueue:
         concurrency: int = 4,
         min_interval: Callable[[str], float] = lambda key: 0.0,
         observe: Observe | None = None,
+        still_wanted: Callable[[Command], bool] = lambda command: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._executors = list(executors)
@@ -47,6 +48,7 @@ class CommandQueue:
         self._concurrency = concurrency
         self._min_interval = min_interval
         self._observe = observe
+        self._still_wanted = still_wanted
         self._clock = clock
         self._pending: dict[str, Command] = {}
         self._submitted_at: dict[str, float] = {}
@@ -103,6 +105,9 @@ class CommandQueue:
             command = self._pending.pop(key, None)
             if command is None:
                 continue
+            if not self._still_wanted(command):
+                self._submitted_at.pop(key, None)
+                continue  # withdrawn by a later plan (desired and observed agree again)
             submitted = self._submitted_at.pop(key, self._clock())
             started = self._clock()
             with anyio.CancelScope() as scope:
@@ -130,4 +135,6 @@ class CommandQueue:
         except Exception as exc:  # an executor must not raise; if one does, the loop survives it
             log.exception("executor raised", extra={"kind": type(command).__name__, "key": _key(command)})
             detail = f"{type(exc).__name__}"
-            return [CommandCompleted(_key(command), command.id, Outcome.RETRY, retry_after=5.0, detail=detail)]
+            return [
+                CommandCompleted(_key(command), command.id, Outcome.RETRY, retry_after=5.0, detail=detail)
+            ]

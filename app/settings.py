@@ -31,7 +31,7 @@ class ServiceSettings:
     catalog: CatalogConfig
     litellm_master_key: Secret
     litellm_resync_seconds: float = 30.0
-    http_host: str = "0.0.0.0"  # noqa: S104 - probes and metrics must be reachable by the kubelet
+    http_host: str = "0.0.0.0"
     http_port: int = 8080
     leader_election: bool = True
     lease_name: str = "ai-model-catalog-controller"
@@ -54,7 +54,16 @@ class ServiceSettings:
     log_level: str = "INFO"
 
 
-_BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+_BOOL = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "on": True,
+    "false": False,
+    "0": False,
+    "no": False,
+    "off": False,
+}
 _RESOLVE = re.compile(r"^([^\s:=]+:\d+)=([^\s:=]+:\d+)$")
 
 
@@ -101,7 +110,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
     for part in filter(None, (p.strip() for p in merged.get("CATALOG_PROBE_RESOLVE", "").split(","))):
         match = _RESOLVE.match(part)
         if match is None:
-            problems.append(ConfigError("CATALOG_PROBE_RESOLVE", f"expected host:port=host:port, got {part!r}"))
+            problems.append(
+                ConfigError("CATALOG_PROBE_RESOLVE", f"expected host:port=host:port, got {part!r}")
+            )
         else:
             resolve.append((match.group(1), match.group(2)))
     duration = number("CATALOG_LEASE_DURATION_SECONDS", 15.0, 2.0)
@@ -109,7 +120,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
     retry = number("CATALOG_LEASE_RETRY_PERIOD_SECONDS", min(2.0, renew / 2), 0.1)
     if not retry < renew < duration:
         problems.append(
-            ConfigError("CATALOG_LEASE_RENEW_DEADLINE_SECONDS", "needs retry period < renew deadline < lease duration")
+            ConfigError(
+                "CATALOG_LEASE_RENEW_DEADLINE_SECONDS", "needs retry period < renew deadline < lease duration"
+            )
         )
     level = text("LOG_LEVEL", "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -118,7 +131,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         catalog=catalog,
         litellm_master_key=Secret(key),
         litellm_resync_seconds=number("CATALOG_LITELLM_RESYNC_SECONDS", 30.0, 1.0),
-        http_host=text("CATALOG_HTTP_HOST", "0.0.0.0"),  # noqa: S104
+        http_host=text("CATALOG_HTTP_HOST", "0.0.0.0"),
         http_port=int(number("CATALOG_HTTP_PORT", 8080, 0, integer=True)),
         leader_election=boolean("CATALOG_LEADER_ELECTION", True),
         lease_name=text("CATALOG_LEASE_NAME", "ai-model-catalog-controller"),
@@ -132,7 +145,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         probe_concurrency=int(number("CATALOG_PROBE_CONCURRENCY", 8, 1, integer=True)),
         crd_recheck_seconds=number("CATALOG_CRD_RECHECK_SECONDS", 30.0, 1.0),
         event_log_path=text("CATALOG_EVENT_LOG_PATH", ""),
-        event_log_max_bytes=int(number("CATALOG_EVENT_LOG_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, integer=True)),
+        event_log_max_bytes=int(
+            number("CATALOG_EVENT_LOG_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, integer=True)
+        ),
         event_log_ring=int(number("CATALOG_EVENT_LOG_RING", 2000, 0, integer=True)),
         shutdown_grace_seconds=number("CATALOG_SHUTDOWN_GRACE_SECONDS", 10.0, 0.0),
         probe_resolve=tuple(resolve),
@@ -147,7 +162,11 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
 
 # (flag, variable, help) for `model-catalog run`: every new setting is also a flag.
 FLAGS: tuple[tuple[str, str, str], ...] = (
-    ("--litellm-resync-seconds", "CATALOG_LITELLM_RESYNC_SECONDS", "re-read LiteLLM /model/info this often (30)"),
+    (
+        "--litellm-resync-seconds",
+        "CATALOG_LITELLM_RESYNC_SECONDS",
+        "re-read LiteLLM /model/info this often (30)",
+    ),
     ("--http-port", "CATALOG_HTTP_PORT", "port of /healthz, /readyz, /metrics (8080; 0 picks a free port)"),
     ("--http-host", "CATALOG_HTTP_HOST", "address to listen on (0.0.0.0)"),
     ("--leader-election", "CATALOG_LEADER_ELECTION", "true|false: take a coordination.k8s.io Lease (true)"),
@@ -159,6 +178,10 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--catalog-min-write-interval", "CATALOG_MIN_WRITE_INTERVAL_SECONDS", "coalesce catalog writes (0.5 s)"),
     ("--event-log", "CATALOG_EVENT_LOG_PATH", "record the event log to this file (off)"),
     ("--event-log-max-bytes", "CATALOG_EVENT_LOG_MAX_BYTES", "rotate the event log at this size (4 MiB)"),
-    ("--probe-resolve", "CATALOG_PROBE_RESOLVE", "host:port=host:port,... for health probes run outside the cluster"),
+    (
+        "--probe-resolve",
+        "CATALOG_PROBE_RESOLVE",
+        "host:port=host:port,... for health probes run outside the cluster",
+    ),
     ("--kubeconfig", "KUBECONFIG", "kubeconfig file (default: in-cluster)"),
 )

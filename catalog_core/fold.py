@@ -110,7 +110,9 @@ def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
     command = state.control.inflight.get(event.key)
     state = mark_key(state, event.key)
     if command is None or command.id != event.command_id:
-        return state  # an answer to a command since superseded: re-plan, nothing else
+        # An answer to a command since superseded or withdrawn: re-plan. If it was applied, the next
+        # observation of the target (a watch event, the LiteLLM re-read after writes) shows its effect.
+        return state
     control = attrs.evolve(state.control, inflight=state.control.inflight.delete(event.key))
     if event.outcome is Outcome.APPLIED:
         control = attrs.evolve(

@@ -50,10 +50,16 @@ class _Out:
         self.commands: list[Command] = []
 
     def emit(self, key: str, command: Command | None) -> bool:
-        """Emit unless pointless now; True when emitted."""
-        if command is None:
-            return False
+        """Emit unless pointless now; True when emitted. ``None`` withdraws a queued write for ``key``."""
         control, now = self.state.control, self.state.now
+        if command is None:
+            queued = control.inflight.get(key)
+            if queued is not None and not isinstance(queued, READ_COMMANDS):
+                # Desired and observed agree again: a write still queued for this key must not run.
+                self.state = attrs.evolve(
+                    self.state, control=attrs.evolve(control, inflight=control.inflight.delete(key))
+                )
+            return False
         if not control.leading and not isinstance(command, READ_COMMANDS):
             return False  # a standby keeps planning (its state stays warm) but never writes
         if (current := control.inflight.get(key)) is not None and current.id == command.id:

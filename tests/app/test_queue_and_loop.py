@@ -1,0 +1,216 @@
+"""The shell's queue and loop, driven by the pure simulated world (no I/O, fake executors)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import pytest
+
+from app.loop import CatalogLoop
+from app.queue import CommandQueue
+from catalog_core.commands import Command, DeleteLiteLLMModel, WriteCatalog
+from catalog_core.config import CatalogConfig
+from catalog_core.events import (
+    CommandCompleted,
+    Event,
+    LeadershipChanged,
+    ObjectUpserted,
+    Outcome,
+    SourceKind,
+    SourceListed,
+)
+from catalog_core.redact import redact_for_source
+from catalog_core.simulate import SimulatedWorld
+from tests.core import builders as b
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+class SimulatedExecutor:
+    """Carries commands out in the simulated world, slowly enough to overlap."""
+
+    def __init__(self, world: SimulatedWorld, delay: float = 0.0) -> None:
+        self.world, self.delay = world, delay
+        self.running: set[str] = set()
+        self.max_parallel = 0
+        self.started: list[Command] = []
+
+    def handles(self, command: Command) -> bool:
+        return True
+
+    async def execute(self, command: Command) -> Sequence[Event]:
+        assert command.key not in self.running, "the same key ran twice at once"
+        self.running.add(command.key)
+        self.started.append(command)
+        self.max_parallel = max(self.max_parallel, len(self.running))
+        try:
+            await anyio.sleep(self.delay)
+            return self.world.execute(command)
+        finally:
+            self.running.discard(command.key)
+
+
+async def test_queue_coalesces_a_burst_per_key_and_bounds_concurrency():
+    world = SimulatedWorld()
+    executor = SimulatedExecutor(world, delay=0.05)
+    delivered: list[Event] = []
+
+    async def deliver(events: Sequence[Event]) -> None:
+        delivered.extend(events)
+
+    queue = CommandQueue([executor], deliver, concurrency=3)
+    async with anyio.create_task_group() as tg:
+        await tg.start(queue.run)
+        for i in range(50):
+            queue.submit(DeleteLiteLLMModel("ai-appliance-kubeai-a"))  # the same key, again and again
+            queue.submit(DeleteLiteLLMModel(f"ai-appliance-kubeai-m{i % 10}"))
+        await anyio.sleep(0.5)
+        tg.cancel_scope.cancel()
+    per_key = {}
+    for command in executor.started:
+        per_key[command.key] = per_key.get(command.key, 0) + 1
+    assert per_key["litellm/ai-appliance-kubeai-a"] <= 2  # one running, one coalesced
+    assert executor.max_parallel <= 3
+    assert len(delivered) == len(executor.started)
+
+
+async def test_catalog_writes_respect_a_minimum_interval():
+    world = SimulatedWorld()
+    executor = SimulatedExecutor(world)
+
+    async def deliver(events: Sequence[Event]) -> None:
+        return None
+
+    queue = CommandQueue(
+        [executor], deliver, min_interval=lambda key: 0.2 if key.startswith("catalog/") else 0.0
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(queue.run)
+        for i in range(20):
+            queue.submit(WriteCatalog("ai", "ai-model-catalog", (("k", str(i)),), "h", f"fp{i}"))
+            await anyio.sleep(0.02)
+        await anyio.sleep(0.5)
+        tg.cancel_scope.cancel()
+    writes = [c for c in executor.started if isinstance(c, WriteCatalog)]
+    assert 2 <= len(writes) <= 4  # 0.4 s of submissions, one write per 0.2 s
+    assert writes[-1].fingerprint == "fp19"  # the last state always lands
+
+
+async def test_losing_leadership_cancels_writes_under_way():
+    world = SimulatedWorld()
+    executor = SimulatedExecutor(world, delay=10)
+    delivered: list[Event] = []
+
+    async def deliver(events: Sequence[Event]) -> None:
+        delivered.extend(events)
+
+    queue = CommandQueue([executor], deliver)
+    async with anyio.create_task_group() as tg:
+        await tg.start(queue.run)
+        queue.submit(DeleteLiteLLMModel("x"))
+        await anyio.sleep(0.05)
+        with anyio.fail_after(1):
+            queue.drop_writes()
+            while queue.depth:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert delivered == []  # abandoned: no outcome is reported for it
+
+
+async def test_a_raising_executor_becomes_a_retry_outcome():
+    class Broken:
+        def handles(self, command: Command) -> bool:
+            return True
+
+        async def execute(self, command: Command) -> Sequence[Event]:
+            raise RuntimeError("boom")
+
+    delivered: list[Event] = []
+
+    async def deliver(events: Sequence[Event]) -> None:
+        delivered.extend(events)
+
+    queue = CommandQueue([Broken()], deliver)
+    async with anyio.create_task_group() as tg:
+        await tg.start(queue.run)
+        queue.submit(DeleteLiteLLMModel("x"))
+        await anyio.sleep(0.1)
+        tg.cancel_scope.cancel()
+    (outcome,) = delivered
+    assert isinstance(outcome, CommandCompleted)
+    assert outcome.outcome is Outcome.RETRY
+
+
+async def _start_loop(loop: CatalogLoop, world: SimulatedWorld, objects: list[dict]) -> None:
+    cfg = loop.state.config
+    from contracts.kinds import sources_of
+
+    grouped: dict[SourceKind, list] = {s: [] for s in SourceKind if s is not SourceKind.SECRETS}
+    for obj in objects:
+        for source in sources_of(obj, cfg):
+            red = redact_for_source(source.value, obj).obj
+            if source is SourceKind.SECRETS:
+                world.secrets[obj["metadata"]["name"]] = red
+            else:
+                grouped[source].append(red)
+    for source, objs in grouped.items():
+        await loop.send(SourceListed(source, tuple(objs)))
+    await loop.send(world.rows_event())
+
+
+async def _settle(loop: CatalogLoop, seconds: float = 3.0) -> None:
+    with anyio.move_on_after(seconds):
+        while True:
+            await anyio.sleep(0.02)
+            if not loop.queue.depth and loop.busy_since is None:
+                await anyio.sleep(0.05)
+                if not loop.queue.depth:
+                    return
+
+
+async def test_loop_converges_and_then_stays_quiet():
+    world = SimulatedWorld()
+    executor = SimulatedExecutor(world)
+    loop = CatalogLoop(CatalogConfig(), [executor])
+    async with anyio.create_task_group() as tg:
+        await tg.start(loop.run)
+        await _start_loop(loop, world, [b.kubeai_model("llama"), b.kubeai_model("qwen")])
+        await _settle(loop)
+        assert set(world.rows) == {"ai-appliance-kubeai-llama", "ai-appliance-kubeai-qwen"}
+        writes = len(world.writes)
+        # a burst of duplicate events for one object: nothing changes, nothing is written
+        for _ in range(100):
+            await loop.send(ObjectUpserted(SourceKind.KUBEAI_MODELS, b.kubeai_model("llama", ready=2)))
+        await loop.send(world.rows_event())
+        await _settle(loop)
+        assert len(world.writes) == writes
+        # a flapping model: bursts coalesce, the final state wins
+        before = len(world.writes)
+        for i in range(51):
+            await loop.send(ObjectUpserted(SourceKind.KUBEAI_MODELS, b.kubeai_model("qwen", ready=i % 2)))
+        await _settle(loop)
+        assert "ai-appliance-kubeai-qwen" not in world.rows  # the last event (i=50) said not ready
+        litellm_writes = [w for w in world.writes[before:] if not isinstance(w, WriteCatalog)]
+        assert len(litellm_writes) <= 3  # one burst, one plan: not one write per event
+        tg.cancel_scope.cancel()
+
+
+async def test_standby_loop_writes_nothing_until_it_leads():
+    world = SimulatedWorld()
+    executor = SimulatedExecutor(world)
+    loop = CatalogLoop(CatalogConfig(), [executor], leading=False)
+    async with anyio.create_task_group() as tg:
+        await tg.start(loop.run)
+        await _start_loop(loop, world, [b.kubeai_model("llama")])
+        await _settle(loop)
+        assert world.writes == []
+        await loop.send(LeadershipChanged(True))
+        await _settle(loop)
+        assert "ai-appliance-kubeai-llama" in world.rows
+        tg.cancel_scope.cancel()
