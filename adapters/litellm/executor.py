@@ -249,9 +249,9 @@ class LiteLLMExecutor:
                 mapped = await self._send(Op.DELETE, self._client.delete(command.model_id))
                 if mapped.outcome is Outcome.APPLIED:
                     mapped = await self._send(Op.CREATE, self._client.new(body))
-                    if mapped.outcome is not Outcome.APPLIED:
+                    if mapped.outcome is not Outcome.APPLIED and not mapped.reobserve:
                         # The old row is gone but no new one exists: the core must see that.
-                        mapped = attrs.evolve(mapped, reobserve=True)
+                        self._hooks.reobserve()
             # The outcome is built while the write still holds its share of the lock (see sync.py).
             return self._complete(command, mapped, secrets)
 
