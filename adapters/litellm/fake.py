@@ -3,7 +3,9 @@
 Every behaviour here was measured on the real proxy and is pinned by
 ``tests/adapters/litellm/test_contract.py``, which runs the same assertions against both:
 
-- ``GET /model/info``: ``{"data": [{model_name, litellm_params, model_info}]}``; ``api_key`` is never
+- ``GET /model/info``: ``{"data": [{model_name, litellm_params, model_info}]}``; but a proxy that started
+  with no models at all answers 500 ``{"detail": {"error": "LLM Model List not loaded in..."}}`` until
+  the first model is added (``{"data": []}`` after that, even when all are deleted); ``api_key`` is never
   returned; ``litellm_params`` gains booleans (``use_in_pass_through``...), ``model_info`` gains
   LiteLLM's keys (``db_model``, ``key``, ``litellm_provider``, cost fields, ``max_tokens: null``...).
   Keys a row does not set itself (``max_input_tokens``, ``max_output_tokens``, ``mode``...) are filled
@@ -185,6 +187,7 @@ class FakeLiteLLM:
     def __init__(self, master_key: str = "sk-test") -> None:
         self._master_key = master_key
         self._rows: dict[str, _Row] = {}
+        self._loaded = False  # LiteLLM's model list exists once any model was added since start
         self._model_map: dict[str, dict[str, Any]] = copy.deepcopy(KNOWN_MODELS)
         self.requests: Counter[str] = Counter()
         self.answers: list[tuple[str, int]] = []  # (endpoint, status) of every answered request
@@ -220,7 +223,16 @@ class FakeLiteLLM:
         info["id"] = model_id
         self._rows[model_id] = _Row(model_name, dict(litellm_params), info)
         self._register(self._rows[model_id])
+        self._loaded = True
         return model_id
+
+    def restart(self) -> None:
+        """What a restart keeps: the rows (they are in the database). The model map starts from the
+        built-in entries and the rows register again, in order; no model list without rows."""
+        self._model_map = copy.deepcopy(KNOWN_MODELS)
+        for row in self._rows.values():
+            self._register(row)
+        self._loaded = bool(self._rows)
 
     def remove(self, model_id: str) -> None:
         """Delete a row behind the controller's back."""
@@ -324,6 +336,8 @@ class FakeLiteLLM:
                 401, "Authentication Error, Invalid API key provided.", "token_not_found_in_db", "key"
             )
         if endpoint == INFO:
+            if not self._loaded:
+                return 500, {"detail": {"error": _NOT_LOADED}}
             wanted = query.get("litellm_model_id")
             return 200, {
                 "data": [self._public(r) for i, r in self._rows.items() if not wanted or i in wanted]
@@ -358,6 +372,7 @@ class FakeLiteLLM:
         row = _Row(doc["model_name"], params, {k: v for k, v in info.items() if v is not None})
         self._rows[model_id] = row
         self._register(row)
+        self._loaded = True
         return 200, self._echo(model_id, row)
 
     def _update(self, doc: Any) -> tuple[int, Any]:
@@ -516,6 +531,10 @@ _REASONS = {
 
 
 _UNHANDLED = {"error": {"message": "Internal server error", "type": "internal_server_error"}}
+_NOT_LOADED = (
+    "LLM Model List not loaded in. Make sure you passed models in your config.yaml or on the LiteLLM "
+    "Admin UI. - https://docs.litellm.ai/docs/proxy/configs"
+)
 
 
 def _is_unhandled_error(payload: Any) -> bool:

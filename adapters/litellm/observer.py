@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
-from adapters.litellm.client import LiteLLMClient, LiteLLMTransportError
+from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.sync import SharedExclusiveLock
 from catalog_core.events import Event, LiteLLMRowsObserved, LiteLLMUnreachable
 from catalog_core.sources.litellm_row import whitelist_row
@@ -187,6 +187,8 @@ class LiteLLMObserver:
             return None, PeerStatus.UNREACHABLE, exc.detail
         except Exception as exc:  # the source never dies: anything else is an error status
             return None, PeerStatus.ERROR, f"GET /model/info: {type(exc).__name__}"
+        if no_models_loaded(answer):
+            return LiteLLMRowsObserved(()), PeerStatus.OK, ""
         if not answer.ok:
             return None, status_of_http(answer.status), f"HTTP {answer.status}: {answer.error_message()}"
         rows = _rows(answer.body)
@@ -205,6 +207,21 @@ class LiteLLMObserver:
                 return
             with anyio.move_on_after(delay):
                 await self._wake.wait()
+
+
+# A LiteLLM started with no models in its config and none in its database has no router yet: its
+# /model/info answers 500 with one of these until the first model is added (then ``{"data": []}``
+# even when every model is deleted again). It lists the DB's models before it serves, so this answer
+# means "no rows" — and reading it as an error would stop the core from ever planning the first row.
+_NOT_LOADED = ("LLM Model List not loaded", "LLM Router is not loaded")
+
+
+def no_models_loaded(answer: Answer) -> bool:
+    if answer.status != 500 or not isinstance(answer.body, Mapping):
+        return False
+    detail = answer.body.get("detail")
+    error = detail.get("error") if isinstance(detail, Mapping) else None
+    return isinstance(error, str) and error.startswith(_NOT_LOADED)
 
 
 def _rows(body: Any) -> list[Mapping[str, Any]] | None:

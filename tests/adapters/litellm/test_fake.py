@@ -53,6 +53,7 @@ async def test_served_on_a_port_it_answers_like_in_process(fake_peer: Peer) -> N
 async def test_a_refusing_fault_closes_the_connection_on_a_port(fake_peer: Peer) -> None:
     fake = fake_peer.fake
     assert fake is not None
+    fake.seed(fake_peer.name("m"), {"model": "openai/m"}, {"id": fake_peer.id("m")})
     async with fake.serving() as url:
         client = fake_peer.client(base_url=url)
         fake.refuse(times=2)  # the client's one retry meets the second
@@ -66,6 +67,7 @@ async def test_faults_by_endpoint_count_time_and_apply_first(fake_peer: Peer) ->
     fake = fake_peer.fake
     assert fake is not None
     client = fake_peer.client()
+    fake.seed(fake_peer.name("m"), {"model": "openai/m"}, {"id": fake_peer.id("m")})
     fake.fail(503, times=2, endpoints=frozenset({INFO}))
     assert [(await client.info()).status for _ in range(3)] == [503, 503, 200]
     fake.inject(Fault(status=401, seconds=0.1))
@@ -79,7 +81,7 @@ async def test_faults_by_endpoint_count_time_and_apply_first(fake_peer: Peer) ->
         "model_info": {"id": "x1"},
     }
     assert (await client.new(body)).status == 504
-    assert fake.ids() == ["x1"]  # carried out all the same
+    assert fake.ids() == [fake_peer.id("m"), "x1"]  # carried out all the same
     fake.inject(Fault(delay=0.05, times=1))
     started = time.monotonic()
     assert (await client.info()).status == 200
@@ -116,7 +118,39 @@ def test_it_can_be_run_as_a_program_for_an_out_of_process_controller() -> None:
         assert proc.stdout.readline().strip() == f"fake LiteLLM on http://127.0.0.1:{port}"
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
             assert http.get("/health/readiness").json() == {"status": "healthy", "db": "connected"}
-            assert http.get("/model/info", headers={"Authorization": "Bearer sk-x"}).json() == {"data": []}
+            empty = http.get("/model/info", headers={"Authorization": "Bearer sk-x"})
+            assert empty.status_code == 500 and "LLM Model List not loaded" in empty.text
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+async def test_a_proxy_that_never_had_a_model_has_no_model_list(fake_peer: Peer) -> None:
+    """Measured on the real proxy: started on an empty database, /model/info answers 500 until the
+    first model is added; afterwards an empty table lists as ``{"data": []}``. A restart with rows
+    lists them at once (and they register their limits again)."""
+    fake = fake_peer.fake
+    assert fake is not None
+    client = fake_peer.client()
+    empty = await client.info()
+    assert empty.status == 500
+    assert empty.body == {"detail": {"error": empty.body["detail"]["error"]}}
+    assert empty.body["detail"]["error"].startswith("LLM Model List not loaded in.")
+    body = {
+        "model_name": fake_peer.name("m"),
+        "litellm_params": {"model": "openai/m"},
+        "model_info": {"id": "m1"},
+    }
+    assert (await client.new(body)).status == 200
+    assert (await client.delete("m1")).status == 200
+    assert (await client.info()).body == {"data": []}
+    fake.restart()
+    assert (await client.info()).status == 500
+    fake.seed("a", {"model": "openai/shared"}, {"id": "a", "max_input_tokens": 777})
+    fake.seed("b", {"model": "openai/shared"}, {"id": "b"})
+    fake.restart()
+    rows = (await client.info()).body["data"]
+    assert [(r["model_info"]["id"], r["model_info"]["max_input_tokens"]) for r in rows] == [
+        ("a", 777),
+        ("b", 777),
+    ]

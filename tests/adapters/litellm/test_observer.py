@@ -295,3 +295,12 @@ async def test_a_cancelled_waiting_poll_does_not_block_writes() -> None:
             async with lock.shared():
                 assert lock.holders == (2, False)
         hold.set()
+
+
+async def test_a_proxy_without_a_model_list_is_observed_as_empty(fake_peer: Peer) -> None:
+    """Not an error: a fresh LiteLLM has no rows, and the core must be able to plan the first one."""
+    send, receive = anyio.create_memory_object_stream[Event](10)
+    observer = LiteLLMObserver(fake_peer.client())
+    assert await observer.poll_once(send)
+    assert receive.receive_nowait() == LiteLLMRowsObserved(())
+    assert observer.health.status.value == "ok"

@@ -65,6 +65,8 @@ async def started(peer: Peer) -> tuple[Harness, str, str]:
 
 async def test_create_publishes_every_route_by_id(peer: Peer) -> None:
     h, llama, gpt = await started(peer)
+    if peer.fake is not None:  # a proxy without a model list yet is seen as empty, not as failing
+        assert h.observed[0] == LiteLLMRowsObserved(())
     rows = await h.rows()
     assert set(rows) == {kubeai_id(llama), external_id(gpt)}
     local = whitelist_row(rows[kubeai_id(llama)])
@@ -204,7 +206,12 @@ async def test_mesh_and_hand_made_rows_with_our_names_are_never_touched(peer: Pe
         "litellm_params": {"model": "openai/mct-by-hand", "api_base": "https://by-hand/v1"},
         "model_info": {"id": h.peer.id("hand")},
     }
-    for body in (mesh, hand):
+    lookalike = {  # managed, no owner, but not in our id family: not a legacy row of ours
+        "model_name": h.peer.name("other"),
+        "litellm_params": {"model": "openai/mct-lookalike"},
+        "model_info": {"id": h.peer.id("lookalike"), "ai_appliance_managed": True},
+    }
+    for body in (mesh, hand, lookalike):
         assert (await admin.new(body)).status == 200
     before = {k: whitelist_row(v) for k, v in (await h.rows()).items()}
 
@@ -220,9 +227,9 @@ async def test_mesh_and_hand_made_rows_with_our_names_are_never_touched(peer: Pe
     del h.kubeai[llama]  # and we delete ours only
     h.external = []
     commands += await h.resync()
-    assert all(
-        c.key not in (f"litellm/{h.peer.id('mesh')}", f"litellm/{h.peer.id('hand')}") for c in commands
-    )
+    theirs = {f"litellm/{h.peer.id(suffix)}" for suffix in ("mesh", "hand", "lookalike")}
+    assert all(c.key not in theirs for c in commands)
+    assert len(commands) == 6  # two creates, two updates, two deletes: all ours
     after = {k: whitelist_row(v) for k, v in (await h.rows()).items()}
     assert after == before  # ours came and went; theirs never changed
 
