@@ -1,0 +1,306 @@
+"""The LiteLLM writer: carries out the core's LiteLLM commands and reports outcomes (an ``Executor``).
+
+No decisions about *what* to write live here (that is the core's plan); this module only sends a
+command and says what LiteLLM's answer means:
+
+| answer                                         | outcome  | reason / side effect                        |
+|------------------------------------------------|----------|---------------------------------------------|
+| 2xx                                            | applied  | backoff forgotten                           |
+| 401 / 403                                      | terminal | ``LiteLLMUnauthorized``, logged once        |
+| update: 404 from LiteLLM, 400 "model not found"| gone     | the core re-plans a create                  |
+| create: 500 (LiteLLM's duplicate-id answer)    | retry    | short backoff, re-observe at once           |
+| delete: 400 "... not found ..."                | applied  | the row is gone: what we wanted             |
+| 408 / 429 / 5xx, timeout, refused, reset       | retry    | capped exponential backoff with jitter,     |
+|                                                |          | the observer is told LiteLLM looks down     |
+| other 4xx (400 / 404 / 409 / 422 ...)          | terminal | ``LiteLLMRejected`` with a short detail     |
+| the API key's value is not in the vault (yet)  | retry    | ``SecretNotFound``, names the Secret        |
+
+``RecreateLiteLLMModel`` is a delete then a create (LiteLLM's updates merge, so a field can only be
+dropped by a fresh row); when the delete succeeded but the create did not, a re-observation is asked
+for so the core learns the row is gone.
+
+Details never carry a secret: only LiteLLM's error message (pydantic's echoed ``input`` is never read)
+and, as a last line of defence, every known secret value (the api key sent, the master key) is
+replaced by ``[redacted]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from enum import StrEnum
+from typing import Any, Protocol
+
+import attrs
+
+from adapters.backoff import KeyedBackoff
+from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
+from adapters.litellm.observer import PeerStatus, status_of_http
+from adapters.vault import SecretVault
+from catalog_core.commands import (
+    ApiKeyRef,
+    Command,
+    CreateLiteLLMModel,
+    DeleteLiteLLMModel,
+    InlineKeyRef,
+    LiteralKey,
+    RecreateLiteLLMModel,
+    SecretKey,
+    UpdateLiteLLMModel,
+)
+from catalog_core.events import CommandCompleted, Event, Outcome
+from catalog_core.reasons import Reason
+
+log = logging.getLogger("model_catalog.litellm")
+
+_WRITES = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel, DeleteLiteLLMModel)
+_RETRYABLE_4XX = frozenset({408, 429})
+_MIN_SECRET_LEN = 4  # shorter "keys" are placeholders; scrubbing them would mangle the text
+
+
+class RetryReason(StrEnum):
+    """Reasons on ``retry`` outcomes (informational: the core only reads reasons of terminal ones)."""
+
+    UNREACHABLE = "LiteLLMUnreachable"
+    SERVER_ERROR = "LiteLLMServerError"
+    DUPLICATE_ID = "LiteLLMDuplicateId"
+    SECRET_NOT_FOUND = Reason.SECRET_NOT_FOUND.value
+
+
+class Op(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@attrs.frozen
+class Mapped:
+    """What one answer means, before backoff is applied."""
+
+    outcome: Outcome
+    reason: str = ""
+    detail: str = ""
+    peer: PeerStatus = PeerStatus.OK  # what the answer says about LiteLLM itself
+    short_retry: bool = False  # use the short (duplicate-id) backoff
+    reobserve: bool = False
+
+
+def classify(op: Op, answer: Answer | LiteLLMTransportError) -> Mapped:
+    """The outcome table above, as a pure function of the operation and LiteLLM's answer."""
+    if isinstance(answer, LiteLLMTransportError):
+        return Mapped(
+            Outcome.RETRY,
+            RetryReason.UNREACHABLE,
+            f"{answer.kind}: {answer.detail}",
+            PeerStatus.UNREACHABLE,
+        )
+    status, message = answer.status, answer.error_message() if not answer.ok else ""
+    what = f"{op.value}: HTTP {status}: {message}"
+    if answer.ok:
+        return Mapped(Outcome.APPLIED)
+    if status in (401, 403):
+        return Mapped(Outcome.TERMINAL, Reason.LITELLM_UNAUTHORIZED, what, PeerStatus.UNAUTHORIZED)
+    if op is Op.UPDATE and _model_not_found(answer):
+        return Mapped(Outcome.GONE, "", what)
+    if op is Op.DELETE and status == 400 and "not found" in message.lower():
+        return Mapped(Outcome.APPLIED, "", what)
+    if op is Op.CREATE and status == 500:
+        # LiteLLM answers an existing id with an opaque 500: look again, the core will see the row.
+        return Mapped(Outcome.RETRY, RetryReason.DUPLICATE_ID, what, short_retry=True, reobserve=True)
+    if status >= 500 or status in _RETRYABLE_4XX:
+        peer = status_of_http(status) if status >= 500 else PeerStatus.OK
+        return Mapped(Outcome.RETRY, RetryReason.SERVER_ERROR, what, peer)
+    return Mapped(Outcome.TERMINAL, Reason.LITELLM_REJECTED, what)
+
+
+def _model_not_found(answer: Answer) -> bool:
+    """LiteLLM's own "no such model" (PATCH: 404 with an ``error`` object; old update: 400 "model not
+    found"). A bare FastAPI 404 ``{"detail": "Not Found"}`` means the endpoint is missing: not gone."""
+    body = answer.body
+    has_error_object = isinstance(body, dict) and isinstance(body.get("error"), dict)
+    if answer.status == 404:
+        return has_error_object
+    return answer.status == 400 and "model not found" in answer.error_message().lower()
+
+
+class WriteHooks(Protocol):
+    """What the executor tells the observer (``LiteLLMObserver`` implements it)."""
+
+    def writing(self) -> AbstractAsyncContextManager[None]: ...
+
+    def wrote(self) -> None: ...
+
+    def reobserve(self) -> None: ...
+
+    def write_answered(self, status: PeerStatus, detail: str = "") -> None: ...
+
+
+class NoHooks:
+    """For an executor without an observer (tools, tests of the mapping alone)."""
+
+    def writing(self) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+    def wrote(self) -> None:
+        pass
+
+    def reobserve(self) -> None:
+        pass
+
+    def write_answered(self, status: PeerStatus, detail: str = "") -> None:
+        pass
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if len(secret) >= _MIN_SECRET_LEN:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def describe_key(ref: ApiKeyRef) -> str:
+    """A key reference for humans: names the Secret, never a value."""
+    if isinstance(ref, SecretKey):
+        return f"Secret {ref.namespace}/{ref.name} key {ref.key}"
+    if isinstance(ref, InlineKeyRef):
+        return f"inline key {ref.fingerprint}"
+    return "literal key"
+
+
+class LiteLLMExecutor:
+    """Executes ``Create/Update/Recreate/DeleteLiteLLMModel``. Never raises: failures become outcomes."""
+
+    def __init__(
+        self,
+        client: LiteLLMClient,
+        vault: SecretVault,
+        hooks: WriteHooks | None = None,
+        *,
+        backoff: KeyedBackoff | None = None,
+        duplicate_backoff: KeyedBackoff | None = None,
+    ) -> None:
+        self._client = client
+        self._vault = vault
+        self._hooks: WriteHooks = hooks or NoHooks()
+        self._backoff = backoff or KeyedBackoff(base=0.5, cap=120.0)
+        self._duplicate_backoff = duplicate_backoff or KeyedBackoff(base=0.5, cap=5.0)
+
+    def __repr__(self) -> str:
+        return f"LiteLLMExecutor({self._client!r})"
+
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, _WRITES)
+
+    async def execute(self, command: Command) -> Sequence[Event]:
+        if not isinstance(command, _WRITES):
+            return [
+                CommandCompleted(command.key, command.id, Outcome.TERMINAL, detail="not a LiteLLM command")
+            ]
+        try:
+            return [await self._execute(command)]
+        except Exception as exc:  # a bug of ours must not kill the writer: retry later, say what it was
+            log.exception("LiteLLM write %s failed unexpectedly", command.key)
+            delay = self._backoff.next(command.key)
+            return [
+                CommandCompleted(
+                    command.key,
+                    command.id,
+                    Outcome.RETRY,
+                    retry_after=delay,
+                    reason=RetryReason.SERVER_ERROR,
+                    detail=f"internal error: {type(exc).__name__}",
+                )
+            ]
+
+    async def _execute(
+        self, command: CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel | DeleteLiteLLMModel
+    ) -> CommandCompleted:
+        secrets = list(self._client.secrets_to_scrub())
+        if isinstance(command, DeleteLiteLLMModel):
+            async with self._hooks.writing():
+                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id))
+                return self._complete(command, mapped, secrets)
+
+        api_key: str | None = None
+        if command.api_key is not None:
+            api_key = self._vault.resolve(command.api_key)
+            if api_key is None:
+                what = describe_key(command.api_key)
+                return self._complete(
+                    command,
+                    Mapped(
+                        Outcome.RETRY,
+                        RetryReason.SECRET_NOT_FOUND,
+                        f"the value of {what} is not known yet (Secret not read or key missing)",
+                    ),
+                    secrets,
+                )
+            if not isinstance(command.api_key, LiteralKey):
+                secrets.append(api_key)
+        body = _body(command, api_key)
+
+        async with self._hooks.writing():
+            if isinstance(command, UpdateLiteLLMModel):
+                mapped = await self._send(Op.UPDATE, self._client.patch_update(command.model_id, body))
+            elif isinstance(command, CreateLiteLLMModel):
+                mapped = await self._send(Op.CREATE, self._client.new(body))
+            else:
+                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id))
+                if mapped.outcome is Outcome.APPLIED:
+                    mapped = await self._send(Op.CREATE, self._client.new(body))
+                    if mapped.outcome is not Outcome.APPLIED and not mapped.reobserve:
+                        # The old row is gone but no new one exists: the core must see that.
+                        self._hooks.reobserve()
+            # The outcome is built while the write still holds its share of the lock (see sync.py).
+            return self._complete(command, mapped, secrets)
+
+    async def _send(self, op: Op, call: Awaitable[Answer]) -> Mapped:
+        try:
+            answer: Answer | LiteLLMTransportError = await call
+        except LiteLLMTransportError as exc:
+            answer = exc
+        mapped = classify(op, answer)
+        if isinstance(answer, Answer):
+            self._hooks.wrote()
+        self._hooks.write_answered(mapped.peer, mapped.detail if mapped.peer is not PeerStatus.OK else "")
+        if mapped.reobserve:
+            self._hooks.reobserve()
+        return mapped
+
+    def _complete(
+        self,
+        command: CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel | DeleteLiteLLMModel,
+        mapped: Mapped,
+        secrets: list[str],
+    ) -> CommandCompleted:
+        key = command.key
+        delay = 0.0
+        if mapped.outcome is Outcome.RETRY:
+            backoff = self._duplicate_backoff if mapped.short_retry else self._backoff
+            delay = backoff.next(key)
+        else:
+            self._backoff.forget(key)
+            self._duplicate_backoff.forget(key)
+        if mapped.outcome is Outcome.TERMINAL and mapped.reason != Reason.LITELLM_UNAUTHORIZED:
+            # (an unauthorized master key is logged once per transition by the observer's PeerHealth)
+            log.warning("LiteLLM write %s failed for good: %s", key, scrub(mapped.detail, secrets))
+        return CommandCompleted(
+            key=key,
+            command_id=command.id,
+            outcome=mapped.outcome,
+            retry_after=delay,
+            reason=str(mapped.reason),
+            detail=scrub(mapped.detail, secrets),
+        )
+
+
+def _body(
+    command: CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel, api_key: str | None
+) -> dict[str, Any]:
+    params = dict(command.litellm_params.value())
+    if api_key is not None:
+        params["api_key"] = api_key
+    info = dict(command.model_info.value())
+    info["id"] = command.model_id
+    return {"model_name": command.model_name, "litellm_params": params, "model_info": info}

@@ -1,0 +1,230 @@
+"""The LiteLLM observer: polls ``GET /model/info`` and sends what it sees (a ``Source``).
+
+Polls happen every ``resync_seconds``, shortly after the executor's writes (debounced), at once when the
+executor asks (a 500 on create: the row probably exists), and with backoff while LiteLLM is unreachable.
+Rows are reduced with ``whitelist_row`` before they become an event: credentials in other rows' params
+never enter the core. A failed poll becomes ``LiteLLMUnreachable`` — sent only when the status changes.
+
+The observer is also the executor's ``WriteHooks``: writes hold its lock shared, polls exclusively
+(see ``adapters.litellm.sync`` for why that keeps every observation at least as new as every outcome
+folded before it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from enum import StrEnum
+from typing import Any
+
+import anyio
+from anyio.abc import ObjectSendStream
+
+from adapters.backoff import Backoff
+from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
+from adapters.litellm.sync import SharedExclusiveLock
+from catalog_core.events import Event, LiteLLMRowsObserved, LiteLLMUnreachable
+from catalog_core.sources.litellm_row import whitelist_row
+
+log = logging.getLogger("model_catalog.litellm")
+
+DEFAULT_RESYNC_SECONDS = 30.0
+DEFAULT_DEBOUNCE_SECONDS = 0.2
+DEFAULT_MAX_DEBOUNCE_SECONDS = 2.0
+
+
+class PeerStatus(StrEnum):
+    OK = "ok"
+    UNAUTHORIZED = "unauthorized"
+    UNREACHABLE = "unreachable"
+    ERROR = "error"
+
+
+def status_of_http(status: int) -> PeerStatus:
+    if status in (401, 403):
+        return PeerStatus.UNAUTHORIZED
+    if status in (502, 503, 504):
+        return PeerStatus.UNREACHABLE
+    return PeerStatus.ERROR
+
+
+class PeerHealth:
+    """What we last knew of LiteLLM, from polls and writes alike; logs each transition once."""
+
+    def __init__(self) -> None:
+        self.status: PeerStatus = PeerStatus.OK
+        self.detail = ""
+
+    def report(self, status: PeerStatus, detail: str = "", *, via: str) -> bool:
+        """Record an observation; True (and one log line) when the status changed."""
+        if status is self.status:
+            self.detail = detail
+            return False
+        previous, self.status, self.detail = self.status, status, detail
+        if status is PeerStatus.OK:
+            log.info("LiteLLM is answering again (was %s, seen by a %s)", previous.value, via)
+        elif status is PeerStatus.UNAUTHORIZED:
+            log.error(
+                "LiteLLM rejects the master key (seen by a %s: %s): no LiteLLM writes until it is "
+                "accepted again; check LITELLM_MASTER_KEY",
+                via,
+                detail,
+            )
+        elif status is PeerStatus.UNREACHABLE:
+            log.warning("LiteLLM is unreachable (seen by a %s: %s); retrying with backoff", via, detail)
+        else:
+            log.warning("LiteLLM answers with errors (seen by a %s: %s); retrying with backoff", via, detail)
+        return True
+
+
+class LiteLLMObserver:
+    """``Source`` of ``LiteLLMRowsObserved`` / ``LiteLLMUnreachable``, and the executor's ``WriteHooks``."""
+
+    name = "litellm"
+
+    def __init__(
+        self,
+        client: LiteLLMClient,
+        *,
+        resync_seconds: float = DEFAULT_RESYNC_SECONDS,
+        debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
+        max_debounce_seconds: float = DEFAULT_MAX_DEBOUNCE_SECONDS,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if resync_seconds <= 0:
+            raise ValueError("resync_seconds must be > 0")
+        self._client = client
+        self.resync_seconds = resync_seconds
+        self.debounce_seconds = debounce_seconds
+        self.max_debounce_seconds = max(max_debounce_seconds, debounce_seconds)
+        self._backoff = backoff or Backoff(base=0.5, cap=max(1.0, min(resync_seconds, 30.0)))
+        self.lock = SharedExclusiveLock()
+        self.health = PeerHealth()
+        self._told: PeerStatus | None = None  # what the core was last told (None: nothing yet)
+        self._next_resync = float("-inf")  # the first poll is due at once
+        self._urgent = False
+        self._first_write: float | None = None  # first write not yet covered by a poll
+        self._last_write = 0.0
+        self._wake = anyio.Event()
+        self.polls = 0
+
+    # --- WriteHooks, used by the executor
+    def writing(self) -> AbstractAsyncContextManager[None]:
+        """Hold while a write is sent and its outcome computed."""
+        return self.lock.shared()
+
+    def wrote(self) -> None:
+        """A write got an answer: poll ``debounce_seconds`` after the last of a burst (at most
+        ``max_debounce_seconds`` after the first)."""
+        now = anyio.current_time()
+        self._last_write = now
+        if self._first_write is None:
+            self._first_write = now
+        self._poke()
+
+    def reobserve(self) -> None:
+        """Poll as soon as possible (e.g. after a 500 on create: the row is probably there)."""
+        self._urgent = True
+        self._poke()
+
+    def write_answered(self, status: PeerStatus, detail: str = "") -> None:
+        """What a write learned about LiteLLM. A change from what the core was told makes the next
+        poll due now, so the observer confirms it and tells the core (once)."""
+        self.health.report(status, detail, via="write")
+        if status is not self._told:
+            self.reobserve()
+
+    # --- the Source
+    async def run(self, send: ObjectSendStream[Event]) -> None:
+        while True:
+            await self._wait_until_due()
+            await self.poll_once(send)
+
+    def poll_wanted(self) -> bool:
+        """A write or a re-observation request is not yet covered by a poll."""
+        return self._urgent or self._first_write is not None
+
+    def next_due(self) -> float:
+        """When the next poll is due (anyio clock)."""
+        if self._urgent:
+            return float("-inf")
+        due = self._next_resync
+        if self._first_write is not None:
+            debounced = min(
+                self._last_write + self.debounce_seconds, self._first_write + self.max_debounce_seconds
+            )
+            due = min(due, debounced)
+        return due
+
+    async def poll_once(self, send: ObjectSendStream[Event]) -> bool:
+        """One exclusive poll; its event is sent before the lock is released. True when rows were seen."""
+        async with self.lock.exclusive():
+            # Every write answered before this point is covered by the GET below.
+            self._urgent = False
+            self._first_write = None
+            self.polls += 1
+            event, status, detail = await self._observe()
+            now = anyio.current_time()
+            if status is PeerStatus.OK:
+                self._backoff.reset()
+                self._next_resync = now + self.resync_seconds
+            else:
+                self._next_resync = now + self._backoff.next()
+            self.health.report(status, detail, via="poll")
+            if event is not None:
+                await send.send(event)
+                self._told = PeerStatus.OK
+            elif status is not self._told:
+                await send.send(LiteLLMUnreachable(reason=status.value, detail=detail))
+                self._told = status
+            return event is not None
+
+    async def _observe(self) -> tuple[LiteLLMRowsObserved | None, PeerStatus, str]:
+        try:
+            answer = await self._client.info()
+        except LiteLLMTransportError as exc:
+            return None, PeerStatus.UNREACHABLE, exc.detail
+        except Exception as exc:  # the source never dies: anything else is an error status
+            return None, PeerStatus.ERROR, f"GET /model/info: {type(exc).__name__}"
+        if no_models_loaded(answer):
+            return LiteLLMRowsObserved(()), PeerStatus.OK, ""
+        if not answer.ok:
+            return None, status_of_http(answer.status), f"HTTP {answer.status}: {answer.error_message()}"
+        rows = _rows(answer.body)
+        if rows is None:
+            return None, PeerStatus.ERROR, "GET /model/info: unexpected answer shape (no data list)"
+        return LiteLLMRowsObserved(tuple(whitelist_row(r) for r in rows)), PeerStatus.OK, ""
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    async def _wait_until_due(self) -> None:
+        while True:
+            self._wake = anyio.Event()
+            delay = self.next_due() - anyio.current_time()
+            if delay <= 0:
+                return
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
+
+
+# A LiteLLM started with no models in its config and none in its database has no router yet: its
+# /model/info answers 500 with one of these until the first model is added (then ``{"data": []}``
+# even when every model is deleted again). It lists the DB's models before it serves, so this answer
+# means "no rows" — and reading it as an error would stop the core from ever planning the first row.
+_NOT_LOADED = ("LLM Model List not loaded", "LLM Router is not loaded")
+
+
+def no_models_loaded(answer: Answer) -> bool:
+    if answer.status != 500 or not isinstance(answer.body, Mapping):
+        return False
+    detail = answer.body.get("detail")
+    error = detail.get("error") if isinstance(detail, Mapping) else None
+    return isinstance(error, str) and error.startswith(_NOT_LOADED)
+
+
+def _rows(body: Any) -> list[Mapping[str, Any]] | None:
+    if not isinstance(body, Mapping) or not isinstance(body.get("data"), list):
+        return None
+    return [row for row in body["data"] if isinstance(row, Mapping)]

@@ -1,0 +1,249 @@
+"""Drives the real core fold with the real LiteLLM executor and observer, against the fake or the real proxy.
+
+The loop is the shell's, made deterministic: fold events, ``Ticked(now)``, run the commands (LiteLLM
+ones with ``LiteLLMExecutor``, the rest with ``catalog_core.simulate.SimulatedWorld``), fold their
+outcomes, poll ``/model/info`` whenever the observer asks for it (after writes, after a 500 on create),
+and advance a virtual clock to the next retry when nothing else is due — until a fixed point.
+
+On a shared real proxy, a harness sees only the rows whose model name starts with its test's prefix
+(other tests' rows and foreign rows left on the proxy are not part of its world).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import attrs
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from adapters.litellm.client import LiteLLMClient
+from adapters.litellm.executor import LiteLLMExecutor
+from adapters.litellm.observer import LiteLLMObserver
+from adapters.vault import SecretVault
+from catalog_core.commands import Command
+from catalog_core.config import CatalogConfig
+from catalog_core.events import (
+    CATALOG_SOURCES,
+    CommandCompleted,
+    Event,
+    LiteLLMRowsObserved,
+    SourceKind,
+    SourceListed,
+    Ticked,
+)
+from catalog_core.fold import step
+from catalog_core.redact import redact_configmap, redact_secret
+from catalog_core.simulate import SimulatedWorld
+from catalog_core.state import CatalogState, initial_state
+from tests.adapters.litellm.conftest import Peer
+
+NAMESPACE = "ai"
+
+
+def kubeai_object(
+    name: str,
+    *,
+    ready: bool = True,
+    context_window: int | None = None,
+    max_output_tokens: int | None = None,
+    features: Sequence[str] = ("TextGeneration",),
+) -> dict[str, Any]:
+    annotations: dict[str, str] = {}
+    if context_window is not None:
+        annotations["ai-appliance.io/context-window"] = str(context_window)
+    if max_output_tokens is not None:
+        annotations["ai-appliance.io/max-output-tokens"] = str(max_output_tokens)
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "annotations": annotations},
+        "spec": {
+            "features": list(features),
+            "engine": "VLLM",
+            "url": f"hf://x/{name}",
+            "resourceProfile": "cpu:1",
+        },
+        "status": {"replicas": {"all": 1, "ready": 1 if ready else 0}},
+    }
+
+
+def secret_object(name: str, data: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "stringData": dict(data),
+    }
+
+
+@attrs.define
+class Harness:
+    peer: Peer
+    client: LiteLLMClient
+    vault: SecretVault
+    observer: LiteLLMObserver
+    executor: LiteLLMExecutor
+    state: CatalogState
+    world: SimulatedWorld = attrs.field(factory=SimulatedWorld)
+    now: float = 1000.0
+    kubeai: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    external: list[dict[str, Any]] = attrs.field(factory=list)
+    executed: list[Command] = attrs.field(factory=list)  # LiteLLM commands, in order
+    outcomes: list[CommandCompleted] = attrs.field(factory=list)
+    observed: list[Event] = attrs.field(factory=list)  # what the observer sent (filtered)
+    _send: MemoryObjectSendStream[Event] | None = None
+    _receive: MemoryObjectReceiveStream[Event] | None = None
+
+    @classmethod
+    def build(cls, peer: Peer, *, config: CatalogConfig | None = None, **client_kwargs: Any) -> Harness:
+        client = peer.client(**client_kwargs)
+        vault = SecretVault()
+        observer = LiteLLMObserver(client, resync_seconds=30.0)
+        executor = LiteLLMExecutor(client, vault, observer)
+        harness = cls(peer, client, vault, observer, executor, initial_state(config or CatalogConfig()))
+        harness._send, harness._receive = anyio.create_memory_object_stream[Event](100)
+        return harness
+
+    # --- the world's inputs
+    def add_kubeai(self, suffix: str, **kwargs: Any) -> str:
+        name = self.peer.name(suffix)
+        self.kubeai[name] = kubeai_object(name, **kwargs)
+        return name
+
+    def add_external(self, suffix: str, **fields: Any) -> str:
+        name = self.peer.name(suffix)
+        self.external = [m for m in self.external if m["name"] != name] + [{"name": name, **fields}]
+        return name
+
+    def add_secret(self, name: str, data: Mapping[str, str]) -> None:
+        redacted = redact_secret(secret_object(name, data))
+        self.vault.replace_secret(NAMESPACE, name, redacted.secrets)
+        self.world.secrets[name] = redacted.obj
+
+    def listings(self) -> list[Event]:
+        """Every catalog source, listed in full (Secrets come through the WatchSecrets command)."""
+        events: list[Event] = []
+        for kind in CATALOG_SOURCES:
+            if kind is SourceKind.KUBEAI_MODELS:
+                events.append(SourceListed(kind, tuple(self.kubeai.values())))
+            elif kind is SourceKind.EXTERNAL_MODELS:
+                configmap = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "ai-external-models", "namespace": NAMESPACE, "uid": "uid-external"},
+                    "data": {"models.json": json.dumps({"models": self.external})},
+                }
+                redacted = redact_configmap(configmap, "models.json")
+                self.vault.update(redacted.secrets)
+                events.append(SourceListed(kind, (redacted.obj,)))
+            elif kind is not SourceKind.SECRETS:
+                events.append(SourceListed(kind, ()))
+        return events
+
+    # --- the loop
+    def fold(self, events: Iterable[Event]) -> None:
+        for event in events:
+            result = step(self.state, event)
+            self.state = result.state
+            assert not result.commands  # only ticks plan
+
+    def tick(self) -> list[Command]:
+        result = step(self.state, Ticked(self.now))
+        self.state = result.state
+        return list(result.commands)
+
+    async def tick_litellm(self) -> list[Command]:
+        """Tick; carry out the non-LiteLLM commands at once and hand back the LiteLLM ones, unexecuted."""
+        mine = []
+        for command in self.tick():
+            if self.executor.handles(command):
+                mine.append(command)
+            else:
+                await self.execute(command)
+        return mine
+
+    async def observe(self) -> None:
+        """One poll of /model/info through the observer; its event, scoped to this test's rows."""
+        assert self._send is not None and self._receive is not None
+        await self.observer.poll_once(self._send)
+        while True:
+            try:
+                event = self._receive.receive_nowait()
+            except anyio.WouldBlock:
+                break
+            if isinstance(event, LiteLLMRowsObserved):
+                event = LiteLLMRowsObserved(
+                    tuple(r for r in event.rows if str(r.get("model_name", "")).startswith(self.peer.prefix))
+                )
+            self.observed.append(event)
+            self.fold([event])
+
+    async def start(self) -> list[Command]:
+        self.fold(self.listings())
+        await self.observe()
+        return await self.converge()
+
+    async def resync(self) -> list[Command]:
+        """What a resync does: list the sources again, poll LiteLLM, tick until quiet."""
+        self.fold(self.listings())
+        await self.observe()
+        return await self.converge()
+
+    async def execute(self, command: Command) -> None:
+        if self.executor.handles(command):
+            events = list(await self.executor.execute(command))
+            self.executed.append(command)
+            self.outcomes.extend(e for e in events if isinstance(e, CommandCompleted))
+        else:
+            events = self.world.execute(command)
+        self.fold(events)
+
+    async def rounds(self, count: int) -> list[Command]:
+        """Run ``count`` rounds whatever happens (e.g. while LiteLLM is down); the LiteLLM commands run."""
+        start = len(self.executed)
+        for _ in range(count):
+            await self._round()
+        return self.executed[start:]
+
+    async def converge(self, max_rounds: int = 40) -> list[Command]:
+        """Rounds until nothing is planned, due, in flight or waiting to be observed."""
+        start = len(self.executed)
+        for _ in range(max_rounds):
+            if not await self._round():
+                return self.executed[start:]
+        raise AssertionError(f"no fixed point after {max_rounds} rounds: {self.executed[start:][-6:]}")
+
+    async def _round(self) -> bool:
+        """One round; False when it found nothing to do."""
+        commands = self.tick()
+        for command in commands:
+            await self.execute(command)
+        if self.observer.poll_wanted():
+            await self.observe()
+            return True
+        if commands:
+            self.now += 1.0
+            return True
+        assert not self.state.inflight, self.state.inflight
+        later = [r.not_before for r in self.state.retries.values() if r.not_before > self.now]
+        if later:
+            self.now = min(later)
+            return True
+        return False
+
+    # --- views for assertions
+    async def rows(self) -> dict[str, dict[str, Any]]:
+        """This test's rows on the peer, by id, as /model/info shows them."""
+        answer = await self.client.info()
+        assert answer.status == 200, answer
+        return {
+            r["model_info"]["id"]: r
+            for r in answer.body["data"]
+            if str(r.get("model_name", "")).startswith(self.peer.prefix)
+        }
+
+    def kinds(self, commands: Iterable[Command]) -> list[tuple[str, str]]:
+        return [(type(c).__name__, c.key) for c in commands]

@@ -1,0 +1,306 @@
+"""The /model/info observer: when it polls, what it sends, and how it stays consistent with writes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import ObjectSendStream
+
+from adapters.backoff import Backoff
+from adapters.litellm.executor import LiteLLMExecutor
+from adapters.litellm.fake import INFO, PATCH, Fault
+from adapters.litellm.observer import LiteLLMObserver
+from adapters.litellm.sync import SharedExclusiveLock
+from adapters.vault import SecretVault
+from catalog_core.commands import LiteralKey, UpdateLiteLLMModel
+from catalog_core.events import CommandCompleted, Event, LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
+from catalog_core.jsonval import Json
+from tests.adapters.litellm.conftest import Peer
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def running(observer: LiteLLMObserver) -> AsyncIterator[list[Event]]:
+    """Run the observer in the background; the list fills with what it sends."""
+    received: list[Event] = []
+    send, receive = anyio.create_memory_object_stream[Event](100)
+
+    async def collect() -> None:
+        async for event in receive:
+            received.append(event)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(observer.run, send)
+        tg.start_soon(collect)
+        try:
+            yield received
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def until(predicate: Any, timeout: float = 3.0) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.005)
+
+
+def rows_events(events: list[Event]) -> list[LiteLLMRowsObserved]:
+    return [e for e in events if isinstance(e, LiteLLMRowsObserved)]
+
+
+def seed(peer: Peer, suffix: str = "m", api_base: str = "http://a/v1") -> str:
+    assert peer.fake is not None
+    return peer.fake.seed(
+        peer.name(suffix),
+        {"model": f"openai/{peer.name(suffix)}", "api_base": api_base, "api_key": "sk-hidden-value-1"},
+        {"id": peer.id(suffix), "ai_appliance_owner": "model-catalog"},
+    )
+
+
+async def test_polls_at_start_and_every_resync(fake_peer: Peer) -> None:
+    seed(fake_peer)
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=0.1)
+    async with running(observer) as events:
+        await until(lambda: len(rows_events(events)) >= 3)
+    first = rows_events(events)[0].rows
+    assert [r["model_info"]["id"] for r in first] == [fake_peer.id("m")]
+    assert "api_key" not in first[0]["litellm_params"]  # whitelisted
+    assert "db_model" not in first[0]["model_info"]
+
+
+async def test_writes_are_debounced_into_one_poll(fake_peer: Peer) -> None:
+    assert fake_peer.fake is not None
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=0.1)
+    async with running(observer) as events:
+        await until(lambda: observer.polls == 1)
+        for _ in range(5):
+            observer.wrote()
+            await anyio.sleep(0.02)
+        await until(lambda: observer.polls == 2)
+        await anyio.sleep(0.2)
+    assert observer.polls == 2 and fake_peer.fake.requests[INFO] == 2
+    assert len(rows_events(events)) == 2
+
+
+async def test_a_steady_stream_of_writes_still_gets_observed(fake_peer: Peer) -> None:
+    observer = LiteLLMObserver(
+        fake_peer.client(), resync_seconds=60, debounce_seconds=0.1, max_debounce_seconds=0.2
+    )
+    async with running(observer):
+        await until(lambda: observer.polls == 1)
+        with anyio.fail_after(2):
+            while observer.polls < 3:  # writes every 50 ms never leave 100 ms of quiet
+                observer.wrote()
+                await anyio.sleep(0.05)
+
+
+async def test_reobserve_polls_at_once(fake_peer: Peer) -> None:
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=5)
+    async with running(observer):
+        await until(lambda: observer.polls == 1)
+        observer.reobserve()
+        await until(lambda: observer.polls == 2, timeout=0.5)
+
+
+async def test_unreachable_is_sent_once_while_polls_back_off(fake_peer: Peer) -> None:
+    assert fake_peer.fake is not None
+    seed(fake_peer)
+    down = fake_peer.fake.refuse()
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, backoff=Backoff(base=0.02, cap=0.08))
+    async with running(observer) as events:
+        await until(lambda: observer.polls >= 5)
+        assert [type(e) for e in events] == [LiteLLMUnreachable]
+        assert isinstance(events[0], LiteLLMUnreachable) and events[0].reason == "unreachable"
+        assert events[0].detail.startswith("GET /model/info")
+        fake_peer.fake.faults.remove(down)
+        await until(lambda: len(rows_events(events)) == 1)
+    assert observer.health.status.value == "ok"
+
+
+async def test_each_failure_kind_is_reported_when_it_changes(fake_peer: Peer) -> None:
+    assert fake_peer.fake is not None
+    fake = fake_peer.fake
+    send, receive = anyio.create_memory_object_stream[Event](100)
+    observer = LiteLLMObserver(fake_peer.client())
+
+    async def poll() -> list[Event]:
+        await observer.poll_once(send)
+        out = []
+        while True:
+            try:
+                out.append(receive.receive_nowait())
+            except anyio.WouldBlock:
+                return out
+
+    auth = fake.fail(401)
+    assert await poll() == [
+        LiteLLMUnreachable("unauthorized", "HTTP 401: Authentication Error, Invalid API key provided.")
+    ]
+    assert await poll() == []
+    fake.faults.remove(auth)
+    shape = fake.inject(Fault(status=200, payload={"unexpected": True}))
+    [error] = await poll()
+    assert isinstance(error, LiteLLMUnreachable) and error.reason == "error"
+    fake.faults.remove(shape)
+    fake.fail(503, times=1)
+    [unreachable] = await poll()
+    assert isinstance(unreachable, LiteLLMUnreachable) and unreachable.reason == "unreachable"
+    [rows] = await poll()
+    assert isinstance(rows, LiteLLMRowsObserved)
+
+
+async def test_the_loop_survives_anything_a_transport_raises(fake_peer: Peer) -> None:
+    calls = 0
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("boom")
+        return httpx.Response(200, json={"data": []})
+
+    observer = LiteLLMObserver(
+        fake_peer.client(transport=httpx.MockTransport(flaky)), backoff=Backoff(base=0.01, cap=0.02)
+    )
+    async with running(observer) as events:
+        await until(lambda: len(events) == 2)
+    assert isinstance(events[0], LiteLLMUnreachable) and events[0].reason == "error"
+    assert events[1] == LiteLLMRowsObserved(())
+
+
+# --- writes and polls: an observation is never older than an outcome it follows
+
+
+def update(peer: Peer, api_base: str) -> UpdateLiteLLMModel:
+    name = peer.name("m")
+    return UpdateLiteLLMModel(
+        peer.id("m"),
+        name,
+        Json.of({"model": f"openai/{name}", "api_base": api_base}),
+        Json.of({"id": peer.id("m")}),
+        LiteralKey("none"),
+    )
+
+
+class Recording(ObjectSendStream[Event]):
+    """A send stream that records the order of what reached it."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def send(self, item: Event) -> None:
+        if isinstance(item, LiteLLMRowsObserved):
+            bases = [r["litellm_params"].get("api_base") for r in item.rows]
+            self.log.append(f"rows:{bases[0] if bases else None}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_poll_waits_for_a_write_in_flight_and_sees_it(fake_peer: Peer) -> None:
+    assert fake_peer.fake is not None
+    seed(fake_peer)
+    fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({PATCH}), times=1))
+    client = fake_peer.client()
+    observer = LiteLLMObserver(client)
+    executor = LiteLLMExecutor(client, SecretVault(), observer)
+    log: list[str] = []
+
+    async def write() -> None:
+        [done] = await executor.execute(update(fake_peer, "http://new/v1"))
+        assert isinstance(done, CommandCompleted) and done.outcome is Outcome.APPLIED
+        log.append("outcome")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write)
+        await anyio.sleep(0.05)  # the PATCH is on its way
+        assert observer.lock.holders == (1, False)
+        await observer.poll_once(Recording(log))
+    assert log == ["outcome", "rows:http://new/v1"]
+
+
+async def test_a_write_waits_for_a_poll_in_flight_whose_event_comes_first(fake_peer: Peer) -> None:
+    assert fake_peer.fake is not None
+    seed(fake_peer)
+    fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({INFO}), times=1))
+    client = fake_peer.client()
+    observer = LiteLLMObserver(client)
+    executor = LiteLLMExecutor(client, SecretVault(), observer)
+    log: list[str] = []
+
+    async def write() -> None:
+        await executor.execute(update(fake_peer, "http://new/v1"))
+        log.append("outcome")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(observer.poll_once, Recording(log))
+        await anyio.sleep(0.05)  # the GET is on its way
+        assert observer.lock.holders == (0, True)
+        tg.start_soon(write)
+    # The poll saw the old row, and said so before the write's outcome existed.
+    assert log == ["rows:http://a/v1", "outcome"]
+    assert observer.poll_wanted()  # and the write asked for a fresh look
+
+
+async def test_the_lock_shares_writes_and_prefers_a_waiting_poll() -> None:
+    lock = SharedExclusiveLock()
+    order: list[str] = []
+    release_writes = anyio.Event()
+
+    async def writer(name: str) -> None:
+        async with lock.shared():
+            order.append(f"{name} in")
+            await release_writes.wait()
+            order.append(f"{name} out")
+
+    async def poll() -> None:
+        async with lock.exclusive():
+            order.append("poll")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer, "w1")
+        tg.start_soon(writer, "w2")
+        await until(lambda: lock.holders == (2, False))  # writes share
+        tg.start_soon(poll)
+        await anyio.sleep(0.02)
+        tg.start_soon(writer, "w3")  # arrives after a poll is waiting: goes after it
+        await anyio.sleep(0.02)
+        assert order == ["w1 in", "w2 in"]
+        release_writes.set()
+    assert order.index("poll") > order.index("w2 out")
+    assert order.index("w3 in") > order.index("poll")
+
+
+async def test_a_cancelled_waiting_poll_does_not_block_writes() -> None:
+    lock = SharedExclusiveLock()
+    hold = anyio.Event()
+
+    async def long_write() -> None:
+        async with lock.shared():
+            await hold.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(long_write)
+        await until(lambda: lock.holders == (1, False))
+        with anyio.move_on_after(0.05):
+            async with lock.exclusive():
+                raise AssertionError("the write still holds the lock")
+        with anyio.fail_after(1):
+            async with lock.shared():
+                assert lock.holders == (2, False)
+        hold.set()
+
+
+async def test_a_proxy_without_a_model_list_is_observed_as_empty(fake_peer: Peer) -> None:
+    """Not an error: a fresh LiteLLM has no rows, and the core must be able to plan the first one."""
+    send, receive = anyio.create_memory_object_stream[Event](10)
+    observer = LiteLLMObserver(fake_peer.client())
+    assert await observer.poll_once(send)
+    assert receive.receive_nowait() == LiteLLMRowsObserved(())
+    assert observer.health.status.value == "ok"
