@@ -10,12 +10,13 @@ from catalog_core.commands import (
     UpdateLiteLLMModel,
 )
 from catalog_core.rules.entries import row_source_known
+from catalog_core.rules.routes import SET_KEYS_KEY
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogState, DesiredRoute
 
-# Keys LiteLLM keeps once set: an update cannot remove them, only a fresh row can.
+# For rows written before ai_appliance_set_keys existed: keys LiteLLM never fills in by itself.
 _STICKY_PARAMS = ("api_base", "api_version", "custom_llm_provider", "tpm", "rpm", "order")
-_STICKY_INFO = ("max_input_tokens", "max_output_tokens", "features", "ai_appliance_scheduler")
+_STICKY_INFO = ("features", "ai_appliance_scheduler")
 
 
 def row_matches(route: DesiredRoute, row: LiteLLMRow) -> bool:
@@ -30,8 +31,12 @@ def row_matches(route: DesiredRoute, row: LiteLLMRow) -> bool:
 
 
 def needs_recreate(route: DesiredRoute, row: LiteLLMRow) -> bool:
+    """A key we set before is no longer wanted: LiteLLM's updates merge, so only a fresh row drops it."""
     params, info = row.litellm_params.value(), row.model_info.value()
     want_params, want_info = route.litellm_params.value(), route.model_info.value()
+    previous = info.get(SET_KEYS_KEY)
+    if isinstance(previous, list):
+        return bool(set(previous) - set(want_info.get(SET_KEYS_KEY, [])))
     return any(k in params and k not in want_params for k in _STICKY_PARAMS) or any(
         k in info and k not in want_info for k in _STICKY_INFO
     )

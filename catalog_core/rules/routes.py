@@ -14,6 +14,8 @@ from catalog_core.state import DesiredRoute
 from catalog_core.values import ID_FAMILY, OWNER, ModelType, Source, route_id
 
 SPEC_HASH_KEY = "ai_appliance_spec_hash"
+SET_KEYS_KEY = "ai_appliance_set_keys"
+_OPTIONAL_INFO = ("max_input_tokens", "max_output_tokens", "features", "ai_appliance_scheduler")
 NO_KEY = LiteralKey("none")
 
 
@@ -90,6 +92,13 @@ def _finish(
         model_info["max_input_tokens"] = context
     if max_output is not None:
         model_info["max_output_tokens"] = max_output
+    # LiteLLM merges updates and fills limits in from its model map: recording which optional keys we
+    # set is the only way to know, later, that one must be dropped (which takes a fresh row).
+    model_info[SET_KEYS_KEY] = sorted(
+        [f"litellm_params.{k}" for k in params if k != "model"]
+        + (["litellm_params.api_key"] if api_key is not None else [])
+        + [f"model_info.{k}" for k in _OPTIONAL_INFO if k in model_info]
+    )
     digest = spec_hash(name, params, model_info, api_key)
     model_info[SPEC_HASH_KEY] = digest
     order = params.get("order")

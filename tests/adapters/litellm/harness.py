@@ -227,8 +227,8 @@ class Harness:
         if commands:
             self.now += 1.0
             return True
-        assert not self.state.inflight, self.state.inflight
-        later = [r.not_before for r in self.state.retries.values() if r.not_before > self.now]
+        assert not self.state.control.inflight, self.state.control.inflight
+        later = [r.not_before for r in self.state.control.retries.values() if r.not_before > self.now]
         if later:
             self.now = min(later)
             return True

@@ -335,13 +335,13 @@ async def test_litellm_down_then_up_converges_without_duplicates(fake_peer: Peer
     assert all(o.reason == "LiteLLMUnreachable" for o in h.outcomes)
     unreachable = [e for e in h.observed if isinstance(e, LiteLLMUnreachable)]
     assert [e.reason for e in unreachable] == ["unreachable"]  # told once, not at every poll
-    assert not h.state.litellm.reachable
+    assert not h.state.litellm.status.reachable
     delays = [o.retry_after for o in h.outcomes if o.key == f"litellm/{kubeai_id(names[0])}"]
     assert len(delays) >= 2 and delays[-1] > delays[0]  # backing off
     fake.faults.remove(down)
     await h.observe()
     await h.converge()
-    assert h.state.litellm.reachable
+    assert h.state.litellm.status.reachable
     assert sorted(fake.ids()) == sorted(kubeai_id(n) for n in names)
     fake.reset_counts()
     assert await h.resync() == []
@@ -399,7 +399,7 @@ async def test_unauthorized_is_terminal_reported_once_and_resumes_when_the_key_w
         await h.rounds(6)
     assert [o.outcome for o in h.outcomes] == [Outcome.TERMINAL, Outcome.TERMINAL]  # no retry loop
     assert {o.reason for o in h.outcomes} == {Reason.LITELLM_UNAUTHORIZED.value}
-    assert all(f.reason is Reason.LITELLM_UNAUTHORIZED for f in h.state.failures.values())
+    assert all(f.reason is Reason.LITELLM_UNAUTHORIZED for f in h.state.control.failures.values())
     loud = [r for r in caplog.records if r.levelname == "ERROR" and "master key" in r.getMessage()]
     assert len(loud) == 1  # once per transition, not per write or poll
     assert [e.reason for e in h.observed if isinstance(e, LiteLLMUnreachable)] == ["unauthorized"]
@@ -422,7 +422,7 @@ async def test_a_rejected_write_is_terminal_and_not_retried(fake_peer: Peer) -> 
     [completed] = h.outcomes
     assert completed.outcome is Outcome.TERMINAL and completed.reason == Reason.LITELLM_REJECTED.value
     assert completed.detail.startswith("create: HTTP 422")
-    assert h.state.failures[f"litellm/{kubeai_id(llama)}"].reason is Reason.LITELLM_REJECTED
+    assert h.state.control.failures[f"litellm/{kubeai_id(llama)}"].reason is Reason.LITELLM_REJECTED
     assert await h.resync() == []  # the same command is not tried again
     h.add_kubeai("llama", context_window=8192)  # a changed input is a new command
     assert [type(c) for c in await h.resync()] == [CreateLiteLLMModel]
@@ -480,15 +480,9 @@ async def test_observations_are_whitelisted(fake_peer: Peer) -> None:
         assert "db_model" not in r["model_info"] and None not in r["model_info"].values()
 
 
-# --- a finding about the core (see the report): LiteLLM fills limits we did not set
+# --- LiteLLM fills limits we did not set: the core records the keys it set (ai_appliance_set_keys)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,  # only the assertion below; a missing peer still errors under REQUIRE_PEERS
-    reason="core: needs_recreate() treats max_input_tokens/max_output_tokens that LiteLLM fills from its "
-    "model map as sticky fields we set, so any change to such a route becomes delete+create",
-)
 async def test_a_change_to_a_route_for_a_model_litellm_knows_is_one_patch(peer: Peer) -> None:
     h = Harness.build(peer)
     gpt = h.add_external("gpt", model="openai/gpt-4o", apiBase="https://api.example.com/v1")
@@ -497,6 +491,15 @@ async def test_a_change_to_a_route_for_a_model_litellm_knows_is_one_patch(peer: 
     h.add_external("gpt", model="openai/gpt-4o", apiBase="https://api.other.example.com/v1")
     commands = await h.resync()
     assert [type(c) for c in commands] == [UpdateLiteLLMModel]
+
+
+async def test_a_removed_api_key_takes_a_fresh_row(peer: Peer) -> None:
+    h = Harness.build(peer)
+    h.add_external("keyed", model="openai/gpt-4o-mini", apiKey="sk-removed-later")
+    await h.start()
+    h.add_external("keyed", model="openai/gpt-4o-mini")
+    commands = await h.resync()
+    assert [type(c).__name__ for c in commands] == ["RecreateLiteLLMModel"]
 
 
 async def test_old_update_endpoint_is_never_used(fake_peer: Peer) -> None:
