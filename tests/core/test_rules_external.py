@@ -217,3 +217,23 @@ def test_activation_never_writes_status():
     c = Cluster()
     c.start(b.activation("a", external={"model": "x"}))
     assert all("ModelActivation" not in repr(type(x)) for x in c.world.writes)
+
+
+def test_dropping_a_field_or_the_key_recreates_the_row_and_a_change_patches_it():
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "a", "model": "x/a", "apiKey": "sk-1", "tpm": 5}]))
+    info = c.world.rows["ai-appliance-external-a"]["model_info"]
+    assert info["ai_appliance_set_keys"] == ["litellm_params.api_key", "litellm_params.tpm"]
+    assert [type(x).__name__ for x in c.apply(b.external_configmap([{"name": "a", "model": "x/a", "apiKey": "sk-1", "tpm": 6}]))][0] == "UpdateLiteLLMModel"
+    assert [type(x).__name__ for x in c.apply(b.external_configmap([{"name": "a", "model": "x/a", "tpm": 6}]))][0] == "RecreateLiteLLMModel"
+    assert "api_key" not in c.world.rows["ai-appliance-external-a"]["litellm_params"]
+
+
+def test_limits_litellm_fills_in_are_not_mistaken_for_ours():
+    """LiteLLM reports max_input_tokens for models it knows; only keys we set can force a fresh row."""
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "gpt", "model": "openai/gpt-4o"}]))
+    c.world.rows["ai-appliance-external-gpt"]["model_info"]["max_input_tokens"] = 128000  # filled by LiteLLM
+    c.rows_changed()
+    commands = c.apply(b.external_configmap([{"name": "gpt", "model": "openai/gpt-4o", "rpm": 10}]))
+    assert [type(x).__name__ for x in commands][0] == "UpdateLiteLLMModel"
