@@ -107,7 +107,7 @@ class SecretWatcher:
 
     def want(self, namespace: str, wanted: Mapping[str, bool]) -> int:
         """Set the watched Secrets (name -> provider_only); the generation to wait for."""
-        if namespace != self._namespace or dict(wanted) != self._wanted:
+        if self._generation == 0 or namespace != self._namespace or dict(wanted) != self._wanted:
             self._namespace = namespace
             self._wanted = dict(wanted)
             self._generation += 1
@@ -167,8 +167,11 @@ class SecretWatcher:
         """The complete listing of the wanted set, once every name in it is listed. Holds the lock."""
         if self._generation == 0:
             return  # not told what to watch yet: an empty listing now would claim "no Secrets"
-        if not all(w.listed for w in self._watched.values()) or set(self._watched) != set(self._wanted):
-            return
+        if set(self._watched) != set(self._wanted) or not all(
+            w.listed and w.provider_only == self._wanted[n] and w.namespace == self._namespace
+            for n, w in self._watched.items()
+        ):
+            return  # a name is not listed yet, or the set changed again meanwhile
         scope = tuple(sorted(self._wanted))
         objects = tuple(self._objects[n] for n in scope if n in self._objects)
         await self._emit(SourceListed(SourceKind.SECRETS, objects, scope=scope))

@@ -158,8 +158,10 @@ class CatalogWriter:
                     verb = "update"
                     written = await self.api.request("PUT", path, body=self._updated(current, command))
             except KubeError as err:
-                if err.status == 409 and attempt + 1 < CONFLICT_ATTEMPTS:
-                    log.debug("%s %s: conflict, reading again", verb, where)
+                # 409: someone wrote (or created it) in between; 404 on update: deleted in between.
+                again = err.status == 409 or (err.status == 404 and verb == "update")
+                if again and attempt + 1 < CONFLICT_ATTEMPTS:
+                    log.debug("%s %s: %s, reading again", verb, where, err.reason)
                     await anyio.sleep(self.outcomes.rng.uniform(0.02, 0.1) * (attempt + 1))
                     continue
                 return [self.outcomes.failed(command, err, verb, where)]

@@ -130,13 +130,14 @@ async def running(
     """Run ``sources`` into a bounded stream drained by a Collector; cancelled on exit."""
     send, receive = anyio.create_memory_object_stream[Event](buffer)
     collector = Collector(receive)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(collector.run)
-        tg.start_soon(run_sources, sources, send)
-        try:
-            yield collector, send
-        finally:
-            tg.cancel_scope.cancel()
+    with send, receive:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collector.run)
+            tg.start_soon(run_sources, sources, send)
+            try:
+                yield collector, send
+            finally:
+                tg.cancel_scope.cancel()
 
 
 async def eventually(

@@ -105,81 +105,82 @@ async def test_a_ready_kubeai_model_reaches_the_written_catalog(kube_client: Any
         return [m["id"] for m in json.loads(current["data"]["catalog.json"])["models"]]
 
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(adapters.run, send)
-            # All listed, Secrets watched (none needed), LiteLLM observed: the first catalog is written.
-            await pipeline.until(lambda: _has(catalog_ids(), []), what="the first, empty catalog")
+        with send, receive:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(adapters.run, send)
+                # All listed, Secrets watched (none needed), LiteLLM observed: the first catalog is written.
+                await pipeline.until(lambda: _has(catalog_ids(), []), what="the first, empty catalog")
 
-            await custom.create_namespaced_custom_object(
-                "kubeai.org",
-                "v1",
-                ns,
-                "models",
-                {
-                    "apiVersion": "kubeai.org/v1",
-                    "kind": "Model",
-                    "metadata": {"name": "phi-4-mini"},
-                    "spec": {
-                        "features": ["TextGeneration"],
-                        "engine": "VLLM",
-                        "args": ["--max-model-len=8192"],
+                await custom.create_namespaced_custom_object(
+                    "kubeai.org",
+                    "v1",
+                    ns,
+                    "models",
+                    {
+                        "apiVersion": "kubeai.org/v1",
+                        "kind": "Model",
+                        "metadata": {"name": "phi-4-mini"},
+                        "spec": {
+                            "features": ["TextGeneration"],
+                            "engine": "VLLM",
+                            "args": ["--max-model-len=8192"],
+                        },
                     },
-                },
-            )
-            for _ in range(10):
-                await pipeline.turn()
-            assert await catalog_ids() == []  # not ready: not published
-
-            await custom.patch_namespaced_custom_object_status(
-                "kubeai.org",
-                "v1",
-                ns,
-                "models",
-                "phi-4-mini",
-                {"status": {"replicas": {"all": 1, "ready": 1}}},
-                _content_type="application/merge-patch+json",
-            )
-            await pipeline.until(
-                lambda: _has(catalog_ids(), ["phi-4-mini"]), what="phi-4-mini in the catalog"
-            )
-            published = await catalog()
-            assert published is not None
-            assert published["data"]["AI_APPLIANCE_MODEL_CATALOG_READY"] == "true"
-            assert published["hash"] == published["data"]["AI_APPLIANCE_MODEL_CATALOG_HASH"]
-            [entry] = json.loads(published["data"]["catalog.json"])["models"]
-            assert (entry["type"], entry["source"], entry["contextWindow"]) == ("chat", "kubeai", 8192)
-            assert "ai-appliance-kubeai-phi-4-mini" in pipeline.world.rows
-
-            async def rolled() -> bool:
-                dep = await apps.read_namespaced_deployment("chat-ui", ns)
-                return (dep.spec.template.metadata.annotations or {}).get(HASH) == published["hash"]
-
-            await pipeline.until(rolled, what="the consumer's Deployment rolled onto the catalog hash")
-
-            async def template_has_model() -> bool:
-                got = await custom.get_namespaced_custom_object(
-                    "kubeopencode.io", "v1alpha1", ns, "agenttemplates", "litellm-default"
                 )
-                cfg = got["spec"]["config"]
-                return (
-                    "phi-4-mini" in (cfg["provider"]["litellm"].get("models") or {})
-                    and cfg["theme"] == "dark"
+                for _ in range(10):
+                    await pipeline.turn()
+                assert await catalog_ids() == []  # not ready: not published
+
+                await custom.patch_namespaced_custom_object_status(
+                    "kubeai.org",
+                    "v1",
+                    ns,
+                    "models",
+                    "phi-4-mini",
+                    {"status": {"replicas": {"all": 1, "ready": 1}}},
+                    _content_type="application/merge-patch+json",
                 )
+                await pipeline.until(
+                    lambda: _has(catalog_ids(), ["phi-4-mini"]), what="phi-4-mini in the catalog"
+                )
+                published = await catalog()
+                assert published is not None
+                assert published["data"]["AI_APPLIANCE_MODEL_CATALOG_READY"] == "true"
+                assert published["hash"] == published["data"]["AI_APPLIANCE_MODEL_CATALOG_HASH"]
+                [entry] = json.loads(published["data"]["catalog.json"])["models"]
+                assert (entry["type"], entry["source"], entry["contextWindow"]) == ("chat", "kubeai", 8192)
+                assert "ai-appliance-kubeai-phi-4-mini" in pipeline.world.rows
 
-            await pipeline.until(template_has_model, what="the AgentTemplate lists the model")
+                async def rolled() -> bool:
+                    dep = await apps.read_namespaced_deployment("chat-ui", ns)
+                    return (dep.spec.template.metadata.annotations or {}).get(HASH) == published["hash"]
 
-            # Not ready any more: withdrawn from the catalog again.
-            await custom.patch_namespaced_custom_object_status(
-                "kubeai.org",
-                "v1",
-                ns,
-                "models",
-                "phi-4-mini",
-                {"status": {"replicas": {"all": 1, "ready": 0}}},
-                _content_type="application/merge-patch+json",
-            )
-            await pipeline.until(lambda: _has(catalog_ids(), []), what="phi-4-mini withdrawn")
-            tg.cancel_scope.cancel()
+                await pipeline.until(rolled, what="the consumer's Deployment rolled onto the catalog hash")
+
+                async def template_has_model() -> bool:
+                    got = await custom.get_namespaced_custom_object(
+                        "kubeopencode.io", "v1alpha1", ns, "agenttemplates", "litellm-default"
+                    )
+                    cfg = got["spec"]["config"]
+                    return (
+                        "phi-4-mini" in (cfg["provider"]["litellm"].get("models") or {})
+                        and cfg["theme"] == "dark"
+                    )
+
+                await pipeline.until(template_has_model, what="the AgentTemplate lists the model")
+
+                # Not ready any more: withdrawn from the catalog again.
+                await custom.patch_namespaced_custom_object_status(
+                    "kubeai.org",
+                    "v1",
+                    ns,
+                    "models",
+                    "phi-4-mini",
+                    {"status": {"replicas": {"all": 1, "ready": 0}}},
+                    _content_type="application/merge-patch+json",
+                )
+                await pipeline.until(lambda: _has(catalog_ids(), []), what="phi-4-mini withdrawn")
+                tg.cancel_scope.cancel()
     finally:
         await adapters.aclose()
 

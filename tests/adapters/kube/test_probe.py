@@ -84,43 +84,46 @@ async def test_freetoken_runtime_ready_then_healthy_then_failing_twice(kube_clie
         return [e for e in pipeline.seen if isinstance(e, RuntimeProbed)]
 
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(adapters.run, send)
-            await pipeline.until(lambda: "ft-runtime" in pipeline.state.runtimes, what="runtime observed")
-            for _ in range(5):
+        with send, receive:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(adapters.run, send)
+                await pipeline.until(lambda: "ft-runtime" in pipeline.state.runtimes, what="runtime observed")
+                for _ in range(5):
+                    await pipeline.turn()
+                assert probes() == [] and health.requests == []  # not Ready: never probed
+
+                # The test plays the Deployment controller: the status subresource says Ready.
+                await apps.patch_namespaced_deployment_status(
+                    "ft-runtime",
+                    ns,
+                    {
+                        "status": {
+                            "observedGeneration": 1,
+                            "replicas": 1,
+                            "readyReplicas": 1,
+                            "availableReplicas": 1,
+                            "conditions": [
+                                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
+                            ],
+                        }
+                    },
+                )
+                health.status = 200
+                await pipeline.until(lambda: len(probes()) == 1, what="first probe")
+                # The next ticks re-plan the runtime: its route is written, then published.
+                await pipeline.until(
+                    lambda: pipeline.state.records["freetoken/ft-runtime"].reason is Reason.PUBLISHED,
+                    timeout=5,
+                )
+                assert "ai-appliance-freetoken-ft-model" in pipeline.world.rows
+
+                health.status = 503
+                for expected in (2, 3):
+                    clock.now += config.runtime_health_seconds  # the next probe falls due
+                    await pipeline.until(lambda n=expected: len(probes()) == n, what=f"probe {expected}")  # type: ignore[misc]
                 await pipeline.turn()
-            assert probes() == [] and health.requests == []  # not Ready: never probed
-
-            # The test plays the Deployment controller: the status subresource says Ready.
-            await apps.patch_namespaced_deployment_status(
-                "ft-runtime",
-                ns,
-                {
-                    "status": {
-                        "observedGeneration": 1,
-                        "replicas": 1,
-                        "readyReplicas": 1,
-                        "availableReplicas": 1,
-                        "conditions": [
-                            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
-                        ],
-                    }
-                },
-            )
-            health.status = 200
-            await pipeline.until(lambda: len(probes()) == 1, what="first probe")
-            await pipeline.until(  # the next ticks re-plan the runtime: its route is written, then published
-                lambda: pipeline.state.records["freetoken/ft-runtime"].reason is Reason.PUBLISHED, timeout=5
-            )
-            assert "ai-appliance-freetoken-ft-model" in pipeline.world.rows
-
-            health.status = 503
-            for expected in (2, 3):
-                clock.now += config.runtime_health_seconds  # the next probe falls due
-                await pipeline.until(lambda n=expected: len(probes()) == n, what=f"probe {expected}")  # type: ignore[misc]
-            await pipeline.turn()
-            record = pipeline.state.records["freetoken/ft-runtime"]
-            tg.cancel_scope.cancel()
+                record = pipeline.state.records["freetoken/ft-runtime"]
+                tg.cancel_scope.cancel()
     finally:
         await health.close()
         await adapters.aclose()
@@ -162,4 +165,9 @@ async def test_probe_errors_are_short_details() -> None:
 
 
 async def _never(reader: Any, writer: Any) -> None:
-    await anyio.sleep(10)
+    """Accept, read, never answer; close once the client gives up."""
+    try:
+        while await reader.read(1024):
+            pass
+    finally:
+        writer.close()

@@ -274,35 +274,36 @@ async def test_relist_after_410_detects_a_deletion_made_during_the_gap(kube_clie
     source = WatchSource(KubeApi(kube_client), spec, settings=FAST, stats=stats)
     send, receive = anyio.create_memory_object_stream[Event](1)
     send.send_nowait(Ticked(0.0))  # the buffer is full: the source's first send blocks
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(source.run, send)
-        with anyio.fail_after(10):
-            while stats.total(RELISTS_TOTAL) < 1:  # listed (with the object), now blocked on send
-                await anyio.sleep(0.02)
-        await core.delete_namespaced_config_map("ai-external-models", ns)
-        marker = await core.create_namespaced_config_map(ns, {"metadata": {"name": "churn"}})
-        before = int(marker.metadata.resource_version) - 1
-        with anyio.fail_after(30):  # wait until everything up to the deletion is compacted
-            while True:
-                try:
-                    await core.list_namespaced_config_map(
-                        ns, resource_version=str(before), resource_version_match="Exact"
-                    )
-                except ApiException as exc:
-                    if exc.status == 410:
+    with send, receive:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(source.run, send)
+            with anyio.fail_after(10):
+                while stats.total(RELISTS_TOTAL) < 1:  # listed (with the object), now blocked on send
+                    await anyio.sleep(0.02)
+            await core.delete_namespaced_config_map("ai-external-models", ns)
+            marker = await core.create_namespaced_config_map(ns, {"metadata": {"name": "churn"}})
+            before = int(marker.metadata.resource_version) - 1
+            with anyio.fail_after(30):  # wait until everything up to the deletion is compacted
+                while True:
+                    try:
+                        await core.list_namespaced_config_map(
+                            ns, resource_version=str(before), resource_version_match="Exact"
+                        )
+                    except ApiException as exc:
+                        if exc.status == 410:
+                            break
+                        raise
+                    await anyio.sleep(0.5)
+            got: list[Event] = []
+            with anyio.fail_after(20):
+                async for event in receive:
+                    got.append(event)
+                    if (
+                        isinstance(event, SourceListed)
+                        and len([e for e in got if isinstance(e, SourceListed)]) == 2
+                    ):
                         break
-                    raise
-                await anyio.sleep(0.5)
-        got: list[Event] = []
-        with anyio.fail_after(20):
-            async for event in receive:
-                got.append(event)
-                if (
-                    isinstance(event, SourceListed)
-                    and len([e for e in got if isinstance(e, SourceListed)]) == 2
-                ):
-                    break
-        tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()
     listings = [e for e in got if isinstance(e, SourceListed)]
     assert names(listings[0]) == {"ai-external-models"}  # the stale listing, sent after the gap
     assert names(listings[1]) == set()  # the relist after 410: the deletion is detected
