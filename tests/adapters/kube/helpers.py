@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -22,10 +23,19 @@ from catalog_core.commands import (
     UpdateLiteLLMModel,
 )
 from catalog_core.config import CatalogConfig
-from catalog_core.events import Event, ObjectDeleted, ObjectUpserted, SourceKind, SourceListed, Ticked
+from catalog_core.events import (
+    CATALOG_SOURCES,
+    Event,
+    ObjectDeleted,
+    ObjectUpserted,
+    SourceKind,
+    SourceListed,
+    Ticked,
+)
 from catalog_core.fold import step
-from catalog_core.simulate import SimulatedWorld
-from catalog_core.state import initial_state
+from catalog_core.plan import all_records, rendered_catalog
+from catalog_core.simulate import SimulatedWorld, converge
+from catalog_core.state import CatalogState, RouteRecord, initial_state
 
 LITELLM_COMMANDS = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel, DeleteLiteLLMModel)
 
@@ -320,3 +330,30 @@ class HealthServer:
             pass
         finally:
             writer.close()
+
+
+# --- what the real core makes of events (through its public functions only, not its state's layout)
+
+
+def record_of(state: CatalogState, source: str, name: str) -> RouteRecord | None:
+    """The routes.json record of one source item (``source`` as in routes.json: kubeai, freetoken, ...)."""
+    return next((r for r in all_records(state) if r.source == source and r.name == name), None)
+
+
+def published_ids(config: CatalogConfig, kube_events: Sequence[Event]) -> list[str]:
+    """The model ids the catalog would publish after ``kube_events``, every other input empty.
+
+    Sources the events do not mention are listed empty, Secrets are watched (none), LiteLLM is
+    simulated; the core then converges as in ``render``.
+    """
+    mentioned = {getattr(e, "source", None) for e in kube_events}
+    world = SimulatedWorld()
+    events: list[Event] = [
+        SourceListed(kind, ())
+        for kind in CATALOG_SOURCES
+        if kind not in mentioned and kind is not SourceKind.SECRETS
+    ]
+    events += [SourceListed(SourceKind.SECRETS, (), scope=()), world.rows_event(), *kube_events]
+    state, _, _ = converge(initial_state(config), world, start=1.0, events=events)
+    catalog = json.loads(rendered_catalog(state).as_dict()["catalog.json"])
+    return [m["id"] for m in catalog["models"]]

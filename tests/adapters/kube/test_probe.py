@@ -15,7 +15,7 @@ from catalog_core.commands import ProbeRuntime
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, RuntimeProbed, SourceKind
 from catalog_core.reasons import Reason
-from tests.adapters.kube.helpers import FAST, HealthServer, Pipeline
+from tests.adapters.kube.helpers import FAST, HealthServer, Pipeline, listed, names, record_of
 from tests.fixtures.kube_peer import create_namespace, install_crds
 
 
@@ -87,7 +87,8 @@ async def test_freetoken_runtime_ready_then_healthy_then_failing_twice(kube_clie
         with send, receive:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(adapters.run, send)
-                await pipeline.until(lambda: "ft-runtime" in pipeline.state.runtimes, what="runtime observed")
+                observed = listed(SourceKind.FREETOKEN_DEPLOYMENTS, lambda e: "ft-runtime" in names(e))
+                await pipeline.until(lambda: any(observed(e) for e in pipeline.seen), what="runtime listed")
                 for _ in range(5):
                     await pipeline.turn()
                 assert probes() == [] and health.requests == []  # not Ready: never probed
@@ -112,7 +113,7 @@ async def test_freetoken_runtime_ready_then_healthy_then_failing_twice(kube_clie
                 await pipeline.until(lambda: len(probes()) == 1, what="first probe")
                 # The next ticks re-plan the runtime: its route is written, then published.
                 await pipeline.until(
-                    lambda: pipeline.state.records["freetoken/ft-runtime"].reason is Reason.PUBLISHED,
+                    lambda: _reason(pipeline) is Reason.PUBLISHED,
                     timeout=5,
                 )
                 assert "ai-appliance-freetoken-ft-model" in pipeline.world.rows
@@ -122,7 +123,7 @@ async def test_freetoken_runtime_ready_then_healthy_then_failing_twice(kube_clie
                     clock.now += config.runtime_health_seconds  # the next probe falls due
                     await pipeline.until(lambda n=expected: len(probes()) == n, what=f"probe {expected}")  # type: ignore[misc]
                 await pipeline.turn()
-                record = pipeline.state.records["freetoken/ft-runtime"]
+                final = _reason(pipeline)
                 tg.cancel_scope.cancel()
     finally:
         await health.close()
@@ -135,10 +136,15 @@ async def test_freetoken_runtime_ready_then_healthy_then_failing_twice(kube_clie
         ("ft-runtime", url, False, "HTTP 503"),
     ]
     assert health.requests == [("GET /health HTTP/1.1", host)] * 3  # exactly the URL, sent to the override
-    assert record.reason is Reason.HEALTH_CHECK_FAILED  # withdrawn after the second failure
+    assert final is Reason.HEALTH_CHECK_FAILED  # withdrawn after the second failure
     probe_commands = [c for c in pipeline.commands if isinstance(c, ProbeRuntime)]
     assert [c.url for c in probe_commands] == [url] * 3
     assert pipeline.state.source(SourceKind.FREETOKEN_DEPLOYMENTS).known
+
+
+def _reason(pipeline: Pipeline) -> Reason | None:
+    record = record_of(pipeline.state, "freetoken", "ft-model")
+    return record.reason if record is not None else None
 
 
 @pytest.mark.anyio

@@ -28,9 +28,7 @@ from catalog_core.events import (
     Ticked,
     Unavailability,
 )
-from catalog_core.fold import step
 from catalog_core.redact import REDACTED
-from catalog_core.state import initial_state
 from contracts.kinds import RESOURCES, Resource
 from tests.adapters.kube.helpers import (
     FAST,
@@ -38,6 +36,7 @@ from tests.adapters.kube.helpers import (
     deleted,
     listed,
     names,
+    published_ids,
     running,
     upserted,
 )
@@ -461,6 +460,15 @@ async def test_forbidden_keeps_the_last_good_content(
     await rbac.create_namespaced_role_binding(ns, binding)
     body = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m1"}, "spec": {}}
     await custom.create_namespaced_custom_object("kubeai.org", "v1", ns, "models", body)
+    await custom.patch_namespaced_custom_object_status(
+        "kubeai.org",
+        "v1",
+        ns,
+        "models",
+        "m1",
+        {"status": {"replicas": {"all": 1, "ready": 1}}},
+        _content_type="application/merge-patch+json",
+    )
 
     as_user = await new_api_client(kube_peer, impersonate=user)
     api = KubeApi(as_user)
@@ -511,12 +519,12 @@ async def test_forbidden_keeps_the_last_good_content(
             assert not any(isinstance(e, SourceListed) for e in after)
             assert len([e for e in after if isinstance(e, SourceUnavailable)]) == 1  # ...still reported once
 
-            # The core keeps the last good model.
-            state = initial_state(config)
-            for event in events.events:
-                if getattr(event, "source", None) is SourceKind.KUBEAI_MODELS:
-                    state = step(state, event).state
-            assert "m1" in state.kubeai
+            # The real core keeps publishing the last good model; an empty listing would have withdrawn it.
+            kubeai_events = [
+                e for e in events.events if getattr(e, "source", None) is SourceKind.KUBEAI_MODELS
+            ]
+            assert published_ids(config, kubeai_events) == ["m1"]
+            assert published_ids(config, [*kubeai_events, SourceListed(SourceKind.KUBEAI_MODELS, ())]) == []
 
             # Allowed again: a fresh complete listing.
             await rbac.create_namespaced_role_binding(ns, binding)
