@@ -1,0 +1,97 @@
+"""Kubernetes adapters: table-driven watches, the Secret watcher, the writers and the runtime prober.
+
+The host passes in one ``kubernetes_asyncio`` ``ApiClient`` (it owns and closes it)
+and the send side of its one bounded event stream; ``kube_sources`` and
+``kube_executors`` build everything from the core's ``CatalogConfig``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+from anyio.abc import ObjectSendStream
+
+from adapters.kube.api import KubeApi, KubeError
+from adapters.kube.probe import RuntimeProber
+from adapters.kube.secrets import SecretWatcher
+from adapters.kube.settings import KubeSettings, KubeStats
+from adapters.kube.watch import WatchSource, WatchSpec, watch_specs
+from adapters.kube.writers import (
+    AgentTemplatePatcher,
+    CatalogWriter,
+    EventRecorder,
+    Outcomes,
+    PodEvictor,
+    WorkloadRoller,
+)
+from adapters.ports import Executor, Source
+from adapters.vault import SecretVault
+from catalog_core.config import CatalogConfig
+from catalog_core.events import Event
+
+__all__ = [
+    "KubeAdapters",
+    "KubeApi",
+    "KubeError",
+    "KubeSettings",
+    "KubeStats",
+    "RuntimeProber",
+    "SecretWatcher",
+    "WatchSource",
+    "WatchSpec",
+    "run_sources",
+    "watch_specs",
+]
+
+
+class KubeAdapters:
+    """Every Kubernetes source and executor for one ``CatalogConfig``, sharing one ApiClient."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        config: CatalogConfig,
+        vault: SecretVault,
+        *,
+        settings: KubeSettings | None = None,
+        stats: KubeStats | None = None,
+        probe_resolve: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings = settings or KubeSettings()
+        self.stats = stats or KubeStats()
+        self.api = KubeApi(api_client, request_timeout=self.settings.request_timeout_seconds)
+        self.secrets = SecretWatcher(
+            self.api, vault, namespace=config.namespace, settings=self.settings, stats=self.stats
+        )
+        self.sources: list[Source] = [
+            WatchSource(self.api, spec, vault=vault, settings=self.settings, stats=self.stats)
+            for spec in watch_specs(config)
+        ]
+        self.sources.append(self.secrets)
+        outcomes = Outcomes(self.stats)
+        self.prober = RuntimeProber(resolve=probe_resolve)
+        self.executors: list[Executor] = [
+            CatalogWriter(self.api, outcomes),
+            AgentTemplatePatcher(self.api, outcomes),
+            WorkloadRoller(self.api, outcomes),
+            PodEvictor(self.api, outcomes),
+            EventRecorder(self.api, outcomes),
+            self.secrets,
+            self.prober,
+        ]
+
+    async def run(self, send: ObjectSendStream[Event]) -> None:
+        """Every source, concurrently, until cancelled."""
+        await run_sources(self.sources, send)
+
+    async def aclose(self) -> None:
+        await self.prober.aclose()
+
+
+async def run_sources(sources: Sequence[Source], send: ObjectSendStream[Event]) -> None:
+    """Run sources concurrently in one task group, all feeding ``send``, until cancelled."""
+    async with anyio.create_task_group() as tg:
+        for source in sources:
+            tg.start_soon(source.run, send, name=source.name)

@@ -1,0 +1,53 @@
+"""Tunables of the Kubernetes adapters, and the counters they keep for the shell to export."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import attrs
+
+
+@attrs.frozen
+class KubeSettings:
+    """Timing of watches and requests. The defaults suit a cluster; tests shorten them."""
+
+    watch_timeout_seconds: int = 290  # server-side timeoutSeconds of each watch request
+    timeout_grace_seconds: float = 15.0  # the client gives up this long after the server should have
+    request_timeout_seconds: float = 30.0  # client-side timeout of every other request
+    list_page_size: int = 500
+    crd_recheck_seconds: float = 30.0  # how often an absent CRD is looked for again
+    retry_base_seconds: float = 0.5  # backoff of relists and reconnects: base ...
+    retry_cap_seconds: float = 30.0  # ... and cap (full jitter in [c/2, c])
+    forbidden_recheck_seconds: float = 60.0  # cap of the backoff while a list is forbidden
+    failing_after: int = 3  # consecutive failures before a source is reported FAILING
+    secret_listing_wait_seconds: float = 10.0  # WatchSecrets waits this long for the new set's listing
+
+
+Listener = Callable[[str, dict[str, str]], None]
+
+
+class KubeStats:
+    """Counters by (metric, sorted labels). ``listeners`` are called on every increment (metric hooks)."""
+
+    def __init__(self) -> None:
+        self.counters: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+        self.listeners: list[Listener] = []
+
+    def inc(self, metric: str, **labels: str) -> None:
+        self.counters[(metric, tuple(sorted(labels.items())))] += 1
+        for listener in self.listeners:
+            listener(metric, dict(labels))
+
+    def total(self, metric: str, **labels: str) -> int:
+        """The sum over every series of ``metric`` whose labels include ``labels``."""
+        wanted = set(labels.items())
+        return sum(n for (name, lbls), n in self.counters.items() if name == metric and wanted <= set(lbls))
+
+
+# Metric names (Prometheus style; the shell's exporter adds its prefix).
+FORBIDDEN_TOTAL = "kube_forbidden_total"  # labels: source|key, verb, resource, namespace
+RELISTS_TOTAL = "kube_watch_relists_total"  # labels: source
+GONE_TOTAL = "kube_watch_gone_total"  # labels: source (410: the resourceVersion was compacted)
+RECONNECTS_TOTAL = "kube_watch_reconnects_total"  # labels: source
+ERRORS_TOTAL = "kube_errors_total"  # labels: source|key, status

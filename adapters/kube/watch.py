@@ -1,0 +1,370 @@
+"""Table-driven list+watch sources: one ``WatchSource`` per row of ``contracts.kinds.RESOURCES``.
+
+Each source lists, sends ``SourceListed`` (the complete content, so anything deleted
+during a gap is detected), then watches from the list's resourceVersion with
+bookmarks, sending ``ObjectUpserted`` / ``ObjectDeleted``. On 410 Gone it lists
+again; on a lost connection it reconnects with capped, jittered backoff; every
+request has a server-side and a client-side timeout. Every object passes through
+``catalog_core.redact`` before it becomes an event.
+
+Absent CRD -> ``SourceUnavailable(NOT_INSTALLED)`` once, looked for again every
+``crd_recheck_seconds``; 403 -> ``SourceUnavailable(FORBIDDEN)`` and one log line
+naming the verb; other persistent errors -> ``FAILING``. Never an empty listing on
+an error: the core keeps the last good content.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from contextlib import aclosing
+from typing import Any, Protocol
+
+import anyio
+import attrs
+from anyio.abc import ObjectSendStream
+
+from adapters.backoff import Backoff
+from adapters.kube.api import KubeApi, KubeError, collection_path, metadata, resource_label
+from adapters.kube.settings import (
+    ERRORS_TOTAL,
+    FORBIDDEN_TOTAL,
+    GONE_TOTAL,
+    RECONNECTS_TOTAL,
+    RELISTS_TOTAL,
+    KubeSettings,
+    KubeStats,
+)
+from adapters.vault import SecretVault
+from catalog_core.config import CatalogConfig
+from catalog_core.events import (
+    Event,
+    ObjectDeleted,
+    ObjectUpserted,
+    SourceKind,
+    SourceListed,
+    SourceUnavailable,
+    Unavailability,
+)
+from catalog_core.redact import (
+    Redacted,
+    redact_activation,
+    redact_configmap,
+    redact_object,
+    redact_secret,
+)
+from contracts.kinds import FREETOKEN_SELECTOR, RESOURCES, Resource, namespace_for
+
+log = logging.getLogger("model_catalog.kube.watch")
+
+MODELS_JSON_KEY = "models.json"
+
+
+def _redact_external(obj: Mapping[str, Any]) -> Redacted:
+    return redact_configmap(obj, MODELS_JSON_KEY)
+
+
+REDACTORS: dict[SourceKind, Callable[[Mapping[str, Any]], Redacted]] = {
+    SourceKind.SECRETS: redact_secret,
+    SourceKind.EXTERNAL_MODELS: _redact_external,
+    SourceKind.MODEL_ACTIVATIONS: redact_activation,
+}
+
+
+def redactor(source: SourceKind) -> Callable[[Mapping[str, Any]], Redacted]:
+    return REDACTORS.get(source, redact_object)
+
+
+@attrs.frozen
+class WatchSpec:
+    """What one source lists and watches."""
+
+    source: SourceKind
+    resource: Resource
+    namespace: str
+    field_selector: str = ""
+    label_selector: str = ""
+
+    @property
+    def where(self) -> str:
+        """``modelactivations.appliance.magicstick.dev in ai-system`` (for logs and details)."""
+        return f"{resource_label(self.resource)} in {self.namespace}"
+
+
+def selectors(source: SourceKind, config: CatalogConfig) -> tuple[str, str]:
+    """(field selector, label selector) of a source; most sources read everything in their namespace."""
+    if source is SourceKind.EXTERNAL_MODELS:
+        return f"metadata.name={config.external_models_configmap}", ""
+    if source is SourceKind.CATALOG_CONFIGMAP:
+        return f"metadata.name={config.catalog_configmap}", ""
+    if source is SourceKind.FREETOKEN_DEPLOYMENTS:
+        return "", FREETOKEN_SELECTOR
+    return "", ""
+
+
+def watch_specs(config: CatalogConfig) -> list[WatchSpec]:
+    """Every source of the RESOURCES table except Secrets (watched by name, see ``secrets.SecretWatcher``)."""
+    specs = []
+    for source, resource in RESOURCES.items():
+        if source is SourceKind.SECRETS:
+            continue
+        field, label = selectors(source, config)
+        specs.append(WatchSpec(source, resource, namespace_for(source, config), field, label))
+    return specs
+
+
+@attrs.frozen
+class Listing:
+    objects: tuple[dict[str, Any], ...]
+    resource_version: str
+
+
+class RelistNeededError(Exception):
+    """The watch cannot continue from its resourceVersion (410 Gone, or too many failures)."""
+
+
+async def list_objects(api: KubeApi, spec: WatchSpec, settings: KubeSettings) -> Listing:
+    """A complete, paginated list. Items get the apiVersion and kind a List leaves out."""
+    path = collection_path(spec.resource, spec.namespace)
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        query = [("limit", str(settings.list_page_size)), *_selector_query(spec)]
+        if token:
+            query.append(("continue", token))
+        page = await api.request("GET", path, query=query)
+        for item in page.get("items") or ():
+            if isinstance(item, dict):
+                item.setdefault("apiVersion", spec.resource.api_version)
+                item.setdefault("kind", spec.resource.kind)
+                items.append(item)
+        meta = metadata(page)
+        token = str(meta.get("continue") or "")
+        if not token:
+            return Listing(tuple(items), str(meta.get("resourceVersion") or ""))
+
+
+def _selector_query(spec: WatchSpec) -> list[tuple[str, str]]:
+    query = []
+    if spec.field_selector:
+        query.append(("fieldSelector", spec.field_selector))
+    if spec.label_selector:
+        query.append(("labelSelector", spec.label_selector))
+    return query
+
+
+class WatchSink(Protocol):
+    """Where a ``WatchSource`` delivers what it sees (objects already redacted)."""
+
+    async def listed(self, objects: tuple[Redacted, ...]) -> None: ...
+
+    async def changed(self, obj: Redacted, deleted: bool) -> None: ...
+
+    async def unavailable(self, status: Unavailability, detail: str) -> None: ...
+
+
+class EventSink:
+    """The usual sink: events of one source into the shell's stream; inline keys into the vault."""
+
+    def __init__(self, source: SourceKind, send: ObjectSendStream[Event], vault: SecretVault | None) -> None:
+        self.source, self.send, self.vault = source, send, vault
+
+    def _keep(self, obj: Redacted) -> Mapping[str, Any]:
+        if obj.secrets and self.vault is not None:
+            self.vault.update(obj.secrets)
+        return obj.obj
+
+    async def listed(self, objects: tuple[Redacted, ...]) -> None:
+        await self.send.send(SourceListed(self.source, tuple(self._keep(o) for o in objects)))
+
+    async def changed(self, obj: Redacted, deleted: bool) -> None:
+        event = ObjectDeleted if deleted else ObjectUpserted
+        await self.send.send(event(self.source, self._keep(obj)))
+
+    async def unavailable(self, status: Unavailability, detail: str) -> None:
+        await self.send.send(SourceUnavailable(self.source, status, detail))
+
+
+class WatchSource:
+    """One source: list, then watch; relist on 410; report absence, denial and failure once each."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        spec: WatchSpec,
+        *,
+        vault: SecretVault | None = None,
+        settings: KubeSettings | None = None,
+        stats: KubeStats | None = None,
+        name: str = "",
+    ) -> None:
+        self.api = api
+        self.spec = spec
+        self.vault = vault
+        self.settings = settings or KubeSettings()
+        self.stats = stats or KubeStats()
+        self.name = name or f"kube/{spec.source.value}"
+        self._redact = redactor(spec.source)
+        self._reported: Unavailability | None = None  # what the sink was last told, None = listed
+        self._health = "starting"  # for one log line per transition
+        self._failures = 0
+        s = self.settings
+        self._list_backoff = Backoff(s.retry_base_seconds, s.retry_cap_seconds)
+        self._watch_backoff = Backoff(s.retry_base_seconds, s.retry_cap_seconds)
+        self._forbidden_backoff = Backoff(s.retry_base_seconds, s.forbidden_recheck_seconds)
+
+    async def run(self, send: ObjectSendStream[Event]) -> None:
+        """Until cancelled. Never raises for an API error or a bad object."""
+        await self.run_into(EventSink(self.spec.source, send, self.vault))
+
+    async def run_into(self, sink: WatchSink) -> None:
+        while True:
+            try:
+                await self._cycle(sink)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:  # a bug must not end the source: log the class, back off, start over
+                log.error("%s: unexpected %s; starting over", self.name, type(exc).__name__, exc_info=exc)
+                await anyio.sleep(self._list_backoff.next())
+
+    async def _cycle(self, sink: WatchSink) -> None:
+        try:
+            listing = await list_objects(self.api, self.spec, self.settings)
+        except KubeError as err:
+            await anyio.sleep(await self._list_failed(sink, err))
+            return
+        self.stats.inc(RELISTS_TOTAL, source=self.spec.source.value)
+        self._list_backoff.reset()
+        self._failures = 0
+        await sink.listed(tuple(self._redact(obj) for obj in listing.objects))
+        self._reported = None
+        try:
+            await self._watch(sink, listing.resource_version)
+        except RelistNeededError:
+            return
+
+    async def _watch(self, sink: WatchSink, resource_version: str) -> None:
+        """Watch from ``resource_version`` until a relist is needed (raises RelistNeededError)."""
+        s = self.settings
+        path = collection_path(self.spec.resource, self.spec.namespace)
+        rv = resource_version
+        failures = 0
+        while True:
+            query = [("resourceVersion", rv), ("allowWatchBookmarks", "true"), *_selector_query(self.spec)]
+            try:
+                started, seen = anyio.current_time(), 0
+                async with self.api.watch(
+                    path, query, s.watch_timeout_seconds, s.timeout_grace_seconds
+                ) as events:
+                    self._healthy()
+                    async with aclosing(events):
+                        async for event in events:
+                            seen += 1
+                            rv = await self._handle(sink, event, rv)
+                failures = 0
+                if seen == 0 and anyio.current_time() - started < 1.0:
+                    await anyio.sleep(self._watch_backoff.next())  # a stream that ends at once: do not spin
+                else:
+                    self._watch_backoff.reset()
+            except KubeError as err:
+                if err.status == 410 or err.reason == "Expired":
+                    self.stats.inc(GONE_TOTAL, source=self.spec.source.value)
+                    log.debug("%s: resourceVersion %s is gone; relisting", self.name, rv)
+                    raise RelistNeededError from err
+                if err.status == 403:
+                    await self._forbidden(sink, "watch", err)
+                    await anyio.sleep(self._forbidden_backoff.next())
+                    raise RelistNeededError from err
+                if not err.transient:
+                    raise RelistNeededError from err  # e.g. 404: the CRD went away; the list tells
+                failures += 1
+                self.stats.inc(RECONNECTS_TOTAL, source=self.spec.source.value)
+                if failures >= s.failing_after:
+                    raise RelistNeededError from err  # the list path reports FAILING if this persists
+                delay = self._watch_backoff.next()
+                log.debug("%s: watch failed (%s); reconnecting in %.1fs", self.name, err, delay)
+                await anyio.sleep(delay)
+
+    async def _handle(self, sink: WatchSink, event: dict[str, Any], rv: str) -> str:
+        kind = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            return rv
+        if kind == "ERROR":
+            raise KubeError.from_status(obj)
+        meta = metadata(obj)
+        new_rv = str(meta.get("resourceVersion") or rv)
+        if kind == "BOOKMARK":
+            return new_rv
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            await sink.changed(self._redact(obj), kind == "DELETED")
+        return new_rv
+
+    async def _list_failed(self, sink: WatchSink, err: KubeError) -> float:
+        """Report what a failed list means (once per transition); the delay before the next try."""
+        s = self.settings
+        if err.status == 404 and self.spec.resource.crd:
+            if self._reported is not Unavailability.NOT_INSTALLED:
+                detail = f"CustomResourceDefinition {resource_label(self.spec.resource)} is not installed"
+                await sink.unavailable(Unavailability.NOT_INSTALLED, detail)
+                self._reported = Unavailability.NOT_INSTALLED
+            self._transition(
+                "not-installed",
+                logging.INFO,
+                "%s: %s is not installed; looking again every %ss",
+                self.name,
+                resource_label(self.spec.resource),
+                s.crd_recheck_seconds,
+            )
+            self._failures = 0
+            return s.crd_recheck_seconds
+        if err.status == 403:
+            await self._forbidden(sink, "list", err)
+            return self._forbidden_backoff.next()
+        self._failures += 1
+        self.stats.inc(ERRORS_TOTAL, source=self.spec.source.value, status=str(err.status))
+        if self._failures >= s.failing_after and self._reported is not Unavailability.FAILING:
+            detail = f"list {self.spec.where}: {err}"
+            await sink.unavailable(Unavailability.FAILING, detail)
+            self._reported = Unavailability.FAILING
+        if self._failures >= s.failing_after:
+            self._transition(
+                "failing",
+                logging.WARNING,
+                "%s: list %s keeps failing (%s); retrying with backoff",
+                self.name,
+                self.spec.where,
+                err,
+            )
+        else:
+            log.debug("%s: list %s failed (%s)", self.name, self.spec.where, err)
+        return self._list_backoff.next()
+
+    async def _forbidden(self, sink: WatchSink, verb: str, err: KubeError) -> None:
+        detail = f"forbidden: {verb} {self.spec.where}"
+        self.stats.inc(
+            FORBIDDEN_TOTAL,
+            source=self.spec.source.value,
+            verb=verb,
+            resource=resource_label(self.spec.resource),
+            namespace=self.spec.namespace,
+        )
+        if self._reported is not Unavailability.FORBIDDEN:
+            await sink.unavailable(Unavailability.FORBIDDEN, detail)
+            self._reported = Unavailability.FORBIDDEN
+        self._transition(
+            f"forbidden:{verb}", logging.WARNING, "%s: %s (keeping the last good content)", self.name, detail
+        )
+
+    def _healthy(self) -> None:
+        self._failures = 0
+        self._forbidden_backoff.reset()
+        self._transition("watching", logging.INFO, "%s: watching %s", self.name, self.spec.where)
+
+    def _transition(self, health: str, level: int, message: str, *args: Any) -> None:
+        if health == self._health:
+            return
+        if health == "watching" and self._health == "starting":
+            level = logging.DEBUG  # the normal start is not news
+        self._health = health
+        log.log(level, message, *args)

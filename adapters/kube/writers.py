@@ -1,0 +1,446 @@
+"""Executors of the core's Kubernetes commands. They carry a command out and report what happened.
+
+Outcome mapping (the same for every writer): 2xx -> applied; 409 -> retry soon (the
+core re-plans from the newer observation); 404 -> gone; 403 -> terminal, reason
+``Forbidden``, one log line naming the verb; 429, 5xx, timeouts and connection
+errors -> retry after a capped, jittered per-key backoff; other 4xx -> terminal
+with the API's reason. An executor never raises.
+
+The events reported match ``catalog_core.simulate.SimulatedWorld``: a successful
+write also reports the object as written (redacted), so the core need not wait
+for the watch to see its own write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from adapters.backoff import KeyedBackoff
+from adapters.kube.api import MERGE_PATCH, KubeApi, KubeError, collection_path, metadata, object_path
+from adapters.kube.settings import ERRORS_TOTAL, FORBIDDEN_TOTAL, KubeStats
+from catalog_core.commands import (
+    Command,
+    EmitKubernetesEvent,
+    EvictPod,
+    PatchAgentTemplate,
+    RollWorkload,
+    WriteCatalog,
+)
+from catalog_core.events import CommandCompleted, Event, ObjectUpserted, Outcome, SourceKind
+from catalog_core.redact import redact_object
+from catalog_core.sources.common import CATALOG_HASH_ANNOTATION
+from contracts.kinds import RESOURCES, Resource
+
+log = logging.getLogger("model_catalog.kube.writers")
+
+COMPONENT = "model-catalog"
+FORBIDDEN_REASON = "Forbidden"
+CONFLICT_ATTEMPTS = 4  # read-modify-write attempts before a conflict becomes a retry outcome
+
+_CONFIGMAP = RESOURCES[SourceKind.CATALOG_CONFIGMAP]
+_AGENT_TEMPLATE = RESOURCES[SourceKind.AGENT_TEMPLATES]
+_POD = RESOURCES[SourceKind.PODS]
+_EVENT = Resource("", "v1", "events", "Event", "namespace")
+_WORKLOADS: dict[str, SourceKind] = {
+    RESOURCES[kind].kind: kind
+    for kind in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS)
+}
+
+
+class Outcomes:
+    """Maps API answers to ``CommandCompleted`` (shared by the writers: one backoff per command key)."""
+
+    def __init__(
+        self,
+        stats: KubeStats | None = None,
+        backoff: KeyedBackoff | None = None,
+        rng: random.Random | None = None,
+        conflict_delay: tuple[float, float] = (0.2, 1.0),
+    ) -> None:
+        self.stats = stats or KubeStats()
+        self.rng = rng or random.Random()
+        self.backoff = backoff or KeyedBackoff(base=1.0, cap=300.0, rng=self.rng)
+        self.conflict_delay = conflict_delay
+
+    def applied(self, command: Command, detail: str = "") -> CommandCompleted:
+        self.backoff.forget(command.key)
+        return CommandCompleted(command.key, command.id, Outcome.APPLIED, detail=detail)
+
+    def failed(self, command: Command, err: KubeError, verb: str, where: str) -> CommandCompleted:
+        """``where``: ``configmaps/ai-model-catalog in ai`` (for the log line and the detail)."""
+        key, cid = command.key, command.id
+        detail = f"{verb} {where}: {err}"
+        if err.status == 409:
+            low, high = self.conflict_delay
+            return CommandCompleted(key, cid, Outcome.RETRY, self.rng.uniform(low, high), "Conflict", detail)
+        if err.status == 404:
+            self.backoff.forget(key)
+            return CommandCompleted(key, cid, Outcome.GONE, reason="NotFound", detail=detail)
+        if err.status == 403:
+            self.stats.inc(FORBIDDEN_TOTAL, key=key, verb=verb, resource=where.partition("/")[0])
+            log.warning(
+                "forbidden: %s %s (command %s is not retried until its input changes)", verb, where, key
+            )
+            return CommandCompleted(
+                key, cid, Outcome.TERMINAL, reason=FORBIDDEN_REASON, detail=f"forbidden: {detail}"
+            )
+        self.stats.inc(ERRORS_TOTAL, key=key, status=str(err.status))
+        if err.transient:
+            delay = self.backoff.next(key)
+            log.info("%s %s failed (%s); retrying in %.1fs", verb, where, err, delay)
+            return CommandCompleted(key, cid, Outcome.RETRY, delay, err.reason, detail)
+        log.warning("%s %s rejected: %s", verb, where, err)
+        return CommandCompleted(key, cid, Outcome.TERMINAL, reason=err.reason, detail=detail)
+
+    def crashed(self, command: Command, exc: Exception) -> CommandCompleted:
+        """A bug in an executor: retried with backoff, logged without the command's content."""
+        delay = self.backoff.next(command.key)
+        log.error("executing %s failed: %s", command.key, type(exc).__name__, exc_info=exc)
+        return CommandCompleted(
+            command.key, command.id, Outcome.RETRY, delay, "InternalError", type(exc).__name__
+        )
+
+
+async def _guarded(
+    outcomes: Outcomes, command: Command, run: Callable[[], Awaitable[Sequence[Event]]]
+) -> Sequence[Event]:
+    try:
+        return await run()
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:
+        return [outcomes.crashed(command, exc)]
+
+
+def _where(resource: Resource, namespace: str, name: str) -> str:
+    return f"{resource.plural}/{name} in {namespace}"
+
+
+class CatalogWriter:
+    """``WriteCatalog``: replace ``data`` and set the hash annotation; every other field is kept.
+
+    A read-modify-write with the read resourceVersion; a 409 (someone wrote in between)
+    re-reads and tries again, a few times, then reports retry.
+    """
+
+    def __init__(self, api: KubeApi, outcomes: Outcomes | None = None) -> None:
+        self.api = api
+        self.outcomes = outcomes or Outcomes()
+
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, WriteCatalog)
+
+    async def execute(self, command: Command) -> Sequence[Event]:
+        assert isinstance(command, WriteCatalog)
+        return await _guarded(self.outcomes, command, lambda: self._write(command))
+
+    async def _write(self, command: WriteCatalog) -> Sequence[Event]:
+        path = object_path(_CONFIGMAP, command.namespace, command.name)
+        where = _where(_CONFIGMAP, command.namespace, command.name)
+        verb = "get"
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                verb = "get"
+                current = await _get_or_none(self.api, path)
+                if current is None:
+                    verb = "create"
+                    written = await self.api.request(
+                        "POST", collection_path(_CONFIGMAP, command.namespace), body=self._created(command)
+                    )
+                else:
+                    verb = "update"
+                    written = await self.api.request("PUT", path, body=self._updated(current, command))
+            except KubeError as err:
+                # 409: someone wrote (or created it) in between; 404 on update: deleted in between.
+                again = err.status == 409 or (err.status == 404 and verb == "update")
+                if again and attempt + 1 < CONFLICT_ATTEMPTS:
+                    log.debug("%s %s: %s, reading again", verb, where, err.reason)
+                    await anyio.sleep(self.outcomes.rng.uniform(0.02, 0.1) * (attempt + 1))
+                    continue
+                return [self.outcomes.failed(command, err, verb, where)]
+            written.setdefault("apiVersion", "v1")
+            written.setdefault("kind", "ConfigMap")
+            return [
+                self.outcomes.applied(command),
+                ObjectUpserted(SourceKind.CATALOG_CONFIGMAP, redact_object(written).obj),
+            ]
+        raise AssertionError("unreachable")  # the loop returns on its last attempt
+
+    @staticmethod
+    def _created(command: WriteCatalog) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": command.name,
+                "namespace": command.namespace,
+                "annotations": {CATALOG_HASH_ANNOTATION: command.catalog_hash},
+            },
+            "data": dict(command.data),
+        }
+
+    @staticmethod
+    def _updated(current: dict[str, Any], command: WriteCatalog) -> dict[str, Any]:
+        body = dict(current)
+        meta = dict(metadata(current))
+        annotations = meta.get("annotations")
+        meta["annotations"] = {**(annotations if isinstance(annotations, dict) else {})}
+        meta["annotations"][CATALOG_HASH_ANNOTATION] = command.catalog_hash
+        meta.pop("managedFields", None)  # the server keeps them; sending them back is noise
+        body["metadata"] = meta
+        body["data"] = dict(command.data)
+        body.setdefault("apiVersion", "v1")
+        body.setdefault("kind", "ConfigMap")
+        return body
+
+
+async def _get_or_none(api: KubeApi, path: str) -> dict[str, Any] | None:
+    try:
+        return await api.request("GET", path)
+    except KubeError as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+class AgentTemplatePatcher:
+    """``PatchAgentTemplate``: the core's JSON merge patch, guarded by the resourceVersion it carries."""
+
+    def __init__(self, api: KubeApi, outcomes: Outcomes | None = None) -> None:
+        self.api = api
+        self.outcomes = outcomes or Outcomes()
+
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, PatchAgentTemplate)
+
+    async def execute(self, command: Command) -> Sequence[Event]:
+        assert isinstance(command, PatchAgentTemplate)
+        return await _guarded(self.outcomes, command, lambda: self._patch(command))
+
+    async def _patch(self, command: PatchAgentTemplate) -> Sequence[Event]:
+        path = object_path(_AGENT_TEMPLATE, command.namespace, command.name)
+        try:
+            patched = await self.api.request(
+                "PATCH", path, body=command.patch.value(), content_type=MERGE_PATCH
+            )
+        except KubeError as err:
+            return [
+                self.outcomes.failed(
+                    command, err, "patch", _where(_AGENT_TEMPLATE, command.namespace, command.name)
+                )
+            ]
+        return [
+            self.outcomes.applied(command),
+            ObjectUpserted(SourceKind.AGENT_TEMPLATES, redact_object(patched).obj),
+        ]
+
+
+class WorkloadRoller:
+    """``RollWorkload``: the catalog hash into the pod template, so the workload's own rollout applies."""
+
+    def __init__(self, api: KubeApi, outcomes: Outcomes | None = None) -> None:
+        self.api = api
+        self.outcomes = outcomes or Outcomes()
+
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, RollWorkload)
+
+    async def execute(self, command: Command) -> Sequence[Event]:
+        assert isinstance(command, RollWorkload)
+        return await _guarded(self.outcomes, command, lambda: self._roll(command))
+
+    async def _roll(self, command: RollWorkload) -> Sequence[Event]:
+        source = _WORKLOADS.get(command.kind)
+        if source is None:
+            return [
+                CommandCompleted(
+                    command.key,
+                    command.id,
+                    Outcome.TERMINAL,
+                    reason="UnsupportedKind",
+                    detail=f"cannot roll a {command.kind}",
+                )
+            ]
+        resource = RESOURCES[source]
+        patch = {
+            "spec": {
+                "template": {"metadata": {"annotations": {CATALOG_HASH_ANNOTATION: command.catalog_hash}}}
+            }
+        }
+        path = object_path(resource, command.namespace, command.name)
+        try:
+            patched = await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        except KubeError as err:
+            return [
+                self.outcomes.failed(command, err, "patch", _where(resource, command.namespace, command.name))
+            ]
+        patched.setdefault("apiVersion", resource.api_version)
+        patched.setdefault("kind", resource.kind)
+        return [self.outcomes.applied(command), ObjectUpserted(source, redact_object(patched).obj)]
+
+
+class PodEvictor:
+    """``EvictPod`` through the Eviction API: policy/v1, or policy/v1beta1 where v1 is not served (<1.22).
+
+    A PodDisruptionBudget refusal (429) is retried later; a pod that is already gone (404),
+    or was replaced by another pod of the same name (uid precondition, 409), needs no eviction.
+    """
+
+    VERSIONS = ("policy/v1", "policy/v1beta1")
+
+    def __init__(self, api: KubeApi, outcomes: Outcomes | None = None) -> None:
+        self.api = api
+        self.outcomes = outcomes or Outcomes()
+        self._version = 0  # index into VERSIONS; moves to v1beta1 once the server says v1 is unknown
+
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, EvictPod)
+
+    async def execute(self, command: Command) -> Sequence[Event]:
+        assert isinstance(command, EvictPod)
+        return await _guarded(self.outcomes, command, lambda: self._evict(command))
+
+    async def _evict(self, command: EvictPod) -> Sequence[Event]:
+        path = object_path(_POD, command.namespace, command.name, "eviction")
+        where = _where(_POD, command.namespace, command.name) + " (eviction)"
+        while True:
+            body: dict[str, Any] = {
+                "apiVersion": self.VERSIONS[self._version],
+                "kind": "Eviction",
+                "metadata": {"name": command.name, "namespace": command.namespace},
+            }
+            if command.uid:
+                body["deleteOptions"] = {"preconditions": {"uid": command.uid}}
+            try:
+                await self.api.request("POST", path, body=body)
+            except KubeError as err:
+                if err.status == 400 and self._version + 1 < len(self.VERSIONS) and _version_unknown(err):
+                    self._version += 1
+                    log.info(
+                        "the API server does not serve Eviction %s; using %s",
+                        self.VERSIONS[self._version - 1],
+                        self.VERSIONS[self._version],
+                    )
+                    continue
+                if err.status == 404:
+                    return [self.outcomes.applied(command, "the pod is already gone")]
+                if err.status == 409:
+                    return [self.outcomes.applied(command, "the pod was replaced (uid changed)")]
+                return [self.outcomes.failed(command, err, "create", where)]
+            return [self.outcomes.applied(command)]
+
+
+def _version_unknown(err: KubeError) -> bool:
+    return "Eviction" in err.message and "policy/v1" in err.message and "registered" in err.message
+
+
+def event_name(command: EmitKubernetesEvent) -> str:
+    """Deterministic per (involved object, reason, message): a repeat finds and aggregates the same Event."""
+    ref = command.involved
+    key = "\x00".join(
+        (
+            ref.api_version,
+            ref.kind,
+            ref.namespace,
+            ref.name,
+            ref.uid,
+            command.event_type,
+            command.reason,
+            command.message,
+        )
+    )
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    prefix = ref.name[:200].rstrip(".-") or "object"
+    return f"{prefix}.mc{digest}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    """``EmitKubernetesEvent``: a core/v1 Event; a repeat increments ``count`` and ``lastTimestamp``."""
+
+    MESSAGE_LIMIT = 1024
+
+    def __init__(
+        self, api: KubeApi, outcomes: Outcomes | None = None, clock: Callable[[], str] = _now
+    ) -> None:
+        self.api = api
+        self.outcomes = outcomes or Outcomes()
+        self.clock = clock
+
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, EmitKubernetesEvent)
+
+    async def execute(self, command: Command) -> Sequence[Event]:
+        assert isinstance(command, EmitKubernetesEvent)
+        return await _guarded(self.outcomes, command, lambda: self._record(command))
+
+    async def _record(self, command: EmitKubernetesEvent) -> Sequence[Event]:
+        namespace = command.involved.namespace or "default"
+        name = event_name(command)
+        path = object_path(_EVENT, namespace, name)
+        where = _where(_EVENT, namespace, name)
+        verb = "get"
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                verb = "get"
+                current = await _get_or_none(self.api, path)
+                now = self.clock()
+                if current is None:
+                    verb = "create"
+                    await self.api.request(
+                        "POST",
+                        collection_path(_EVENT, namespace),
+                        body=self._new(command, namespace, name, now),
+                    )
+                else:
+                    verb = "update"
+                    count = current.get("count")
+                    body = {
+                        **current,
+                        "count": (count if isinstance(count, int) else 1) + 1,
+                        "lastTimestamp": now,
+                    }
+                    await self.api.request("PUT", path, body=body)
+            except KubeError as err:
+                if err.status == 409 and attempt + 1 < CONFLICT_ATTEMPTS:
+                    await anyio.sleep(self.outcomes.rng.uniform(0.02, 0.1) * (attempt + 1))
+                    continue
+                return [self.outcomes.failed(command, err, verb, where)]
+            return [self.outcomes.applied(command)]
+        raise AssertionError("unreachable")
+
+    def _new(self, command: EmitKubernetesEvent, namespace: str, name: str, now: str) -> dict[str, Any]:
+        ref = command.involved
+        involved = {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "namespace": ref.namespace,
+            "name": ref.name,
+        }
+        if ref.uid:
+            involved["uid"] = ref.uid
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": involved,
+            "type": command.event_type,
+            "reason": command.reason,
+            "message": command.message[: self.MESSAGE_LIMIT],
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": COMPONENT,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+        }
