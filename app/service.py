@@ -99,7 +99,9 @@ class Service:
         self.telemetry.set_gauge("model_catalog_leader", lambda: [(1.0 if self.leading else 0.0, {})])
         if self.recorder is not None:
             stats = self.recorder.stats
-            self.telemetry.set_gauge("model_catalog_event_log_dropped_records", lambda: [(float(stats.records_dropped), {})])
+            self.telemetry.set_gauge(
+                "model_catalog_event_log_dropped_records", lambda: [(float(stats.records_dropped), {})]
+            )
         self.stopping = anyio.Event()
         self.started_at = time.monotonic()
 
@@ -119,7 +121,11 @@ class Service:
 
     async def _readyz(self) -> tuple[int, str, bytes]:
         state = self.loop.state
-        missing = [k.value for k in (*CATALOG_SOURCES, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES) if not state.source(k).known]
+        missing = [
+            k.value
+            for k in (*CATALOG_SOURCES, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
+            if not state.source(k).known
+        ]
         if not state.litellm.status.observed_once:
             missing.append("litellm")
         if missing:
@@ -150,13 +156,18 @@ class Service:
                     inputs.start_soon(self.elector.run)
                 task_status.started(port)
                 await self.stopping.wait()
-                log.info("shutting down: stop watching, finish writes", extra={"grace": self.settings.shutdown_grace_seconds})
+                log.info(
+                    "shutting down: stop watching, finish writes",
+                    extra={"grace": self.settings.shutdown_grace_seconds},
+                )
                 inputs.cancel_scope.cancel()  # the elector releases the Lease on its way out
             with anyio.move_on_after(self.settings.shutdown_grace_seconds):
                 while self.loop.queue.depth:
                     await anyio.sleep(0.05)
             if self.loop.queue.depth:
-                log.warning("abandoning writes still queued at shutdown", extra={"queued": self.loop.queue.depth})
+                log.warning(
+                    "abandoning writes still queued at shutdown", extra={"queued": self.loop.queue.depth}
+                )
             outer.cancel_scope.cancel()
         await self._close()
 
@@ -181,7 +192,7 @@ class Service:
         if self.recorder is None:
             log.warning("SIGUSR1: the event log is off, nothing to dump")
             return
-        base = Path(self.settings.event_log_path).parent if self.settings.event_log_path else Path("/tmp")  # noqa: S108
+        base = Path(self.settings.event_log_path).parent if self.settings.event_log_path else Path("/tmp")
         target = base / f"ring-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
         try:
             target.write_bytes(self.recorder.dump_ring())
@@ -205,12 +216,18 @@ def _recorder(settings: ServiceSettings) -> Any:
     from adapters.eventlog.recorder import Recorder, RecorderSettings
 
     return Recorder(
-        RecorderSettings(Path(settings.event_log_path), max_bytes=settings.event_log_max_bytes, ring_size=settings.event_log_ring),
+        RecorderSettings(
+            Path(settings.event_log_path),
+            max_bytes=settings.event_log_max_bytes,
+            ring_size=settings.event_log_ring,
+        ),
         settings.catalog,
     )
 
 
-async def serve(settings: ServiceSettings, on_started: Callable[[int], Awaitable[None]] | None = None) -> None:
+async def serve(
+    settings: ServiceSettings, on_started: Callable[[int], Awaitable[None]] | None = None
+) -> None:
     api_client = await load_api_client(settings.kubeconfig)
     async with api_client:
         service = Service(settings, api_client)
@@ -218,4 +235,3 @@ async def serve(settings: ServiceSettings, on_started: Callable[[int], Awaitable
             port = await tg.start(service.run)
             if on_started is not None:
                 await on_started(port)
-

@@ -149,7 +149,7 @@ def _failure_reason(event: CommandCompleted) -> Reason:
     try:
         return Reason(event.reason)
     except ValueError:
-        return Reason.LITELLM_REJECTED if event.key.startswith("litellm/") else Reason.INVALID_FIELD
+        return Reason.LITELLM_REJECTED if event.key.startswith("litellm/") else Reason.WRITE_REJECTED
 
 
 def _records_of(state: CatalogState, command: Command) -> Pending:

@@ -179,6 +179,9 @@ def mark_key(state: CatalogState, key: str) -> CatalogState:
         pending = attrs.evolve(pending, rollouts=True)
     elif kind == "probe":
         pending = attrs.evolve(pending, items=mark(pending.items, f"freetoken/{rest}"))
+    elif kind == "watch":
+        # The secret watch is planned from its id: forget it so the next tick asks again.
+        return attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=""))
     else:
         return state
     return attrs.evolve(state, pending=pending)

@@ -37,6 +37,8 @@ class Reason(StrEnum):
     LITELLM_REJECTED = "LiteLLMRejected"
     LITELLM_UNAUTHORIZED = "LiteLLMUnauthorized"
     UNEXPECTED_SHAPE = "UnexpectedShape"
+    FORBIDDEN = "Forbidden"  # the API server refused a write (RBAC)
+    WRITE_REJECTED = "WriteRejected"  # the API server rejected a write for another reason
     # conflict: another item owns the name or the id
     CONFLICT = "Conflict"
     DUPLICATE_NAME = "DuplicateName"

@@ -224,8 +224,10 @@ def test_dropping_a_field_or_the_key_recreates_the_row_and_a_change_patches_it()
     c.start(b.external_configmap([{"name": "a", "model": "x/a", "apiKey": "sk-1", "tpm": 5}]))
     info = c.world.rows["ai-appliance-external-a"]["model_info"]
     assert info["ai_appliance_set_keys"] == ["litellm_params.api_key", "litellm_params.tpm"]
-    assert [type(x).__name__ for x in c.apply(b.external_configmap([{"name": "a", "model": "x/a", "apiKey": "sk-1", "tpm": 6}]))][0] == "UpdateLiteLLMModel"
-    assert [type(x).__name__ for x in c.apply(b.external_configmap([{"name": "a", "model": "x/a", "tpm": 6}]))][0] == "RecreateLiteLLMModel"
+    changed = c.apply(b.external_configmap([{"name": "a", "model": "x/a", "apiKey": "sk-1", "tpm": 6}]))
+    assert type(changed[0]).__name__ == "UpdateLiteLLMModel"
+    dropped = c.apply(b.external_configmap([{"name": "a", "model": "x/a", "tpm": 6}]))
+    assert type(dropped[0]).__name__ == "RecreateLiteLLMModel"
     assert "api_key" not in c.world.rows["ai-appliance-external-a"]["litellm_params"]
 
 
@@ -236,4 +238,4 @@ def test_limits_litellm_fills_in_are_not_mistaken_for_ours():
     c.world.rows["ai-appliance-external-gpt"]["model_info"]["max_input_tokens"] = 128000  # filled by LiteLLM
     c.rows_changed()
     commands = c.apply(b.external_configmap([{"name": "gpt", "model": "openai/gpt-4o", "rpm": 10}]))
-    assert [type(x).__name__ for x in commands][0] == "UpdateLiteLLMModel"
+    assert type(commands[0]).__name__ == "UpdateLiteLLMModel"
