@@ -48,6 +48,23 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from app import logs
+    from app.service import serve
+    from app.settings import FLAGS, load
+
+    overrides = {var: getattr(args, flag.lstrip("-").replace("-", "_")) for flag, var, _ in FLAGS}
+    settings = load(os.environ, {k: str(v) for k, v in overrides.items() if v is not None})
+    if isinstance(settings, ConfigError):
+        _fail(f"invalid configuration: {settings}")
+        return EXIT_USAGE
+    logs.setup(settings.log_level)
+    anyio.run(serve, settings)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="model-catalog", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
@@ -75,6 +92,17 @@ def parser() -> argparse.ArgumentParser:
         "--show-secrets", action="store_true", help="print API keys instead of redacting them"
     )
     render_cmd.set_defaults(func=_render)
+
+    from app.settings import FLAGS
+
+    run_cmd = commands.add_parser(
+        "run",
+        help="run the controller (configuration from the environment, contracts A.7; flags override)",
+        description="Watch the cluster and LiteLLM and keep the catalog true until SIGTERM.",
+    )
+    for flag, variable, text in FLAGS:
+        run_cmd.add_argument(flag, metavar="VALUE", help=f"{text} [env {variable}]")
+    run_cmd.set_defaults(func=_run)
     return top
 
 

@@ -71,6 +71,8 @@ class CatalogLoop:
         self._clock = clock
         self._monotonic = monotonic
         self._changed = anyio.Event()
+        self._ticked = anyio.Event()
+        self.version = 0  # increments whenever the published view changes
         self.busy_since: float | None = None
         self.folded = 0
         self.queue = CommandQueue(
@@ -109,9 +111,15 @@ class CatalogLoop:
             await self._send.send(event)
 
     # --- outputs
-    async def wait_changed(self) -> None:
-        """Return after the next tick that changed the published view."""
-        await self._changed.wait()
+    async def wait_changed(self, since: int | None = None) -> None:
+        """Return once the published view changed after version ``since`` (default: now)."""
+        seen = self.version if since is None else since
+        while self.version == seen:
+            await self._changed.wait()
+
+    async def wait_changed_or_tick(self) -> None:
+        """Return after the next tick."""
+        await self._ticked.wait()
 
     def records(self) -> list[RouteRecord]:
         return list(self.state.derived.records.values())
@@ -132,9 +140,9 @@ class CatalogLoop:
             self.busy_since = self._monotonic()
             try:
                 oldest = self.busy_since
+                before = self.state
                 for event in batch:
                     self._apply(event)
-                before = self.state
                 commands = self._apply(Ticked(self._clock()))
                 for command in commands:
                     self.queue.submit(command, submitted_at=oldest)
@@ -144,8 +152,11 @@ class CatalogLoop:
                         self._telemetry.state_changed(self.state)
                 self._log_changes(before, self.state, commands)
                 if self._published_view_changed(before, self.state):
+                    self.version += 1
                     self._changed.set()
                     self._changed = anyio.Event()
+                self._ticked.set()
+                self._ticked = anyio.Event()
             finally:
                 self.busy_since = None
 

@@ -1,12 +1,14 @@
-"""The composition root of ``model-catalog run``: every adapter wired to one loop, in one task group.
+"""``model-catalog run``: the library (app.library.ModelCatalog) plus what a Deployment needs —
+leader election, probes and metrics over HTTP, the event log, signals.
 
 Shutdown (SIGTERM/SIGINT): stop watching, give the queue ``shutdown_grace_seconds``
 to finish or abandon its writes, release the Lease, flush the event log, exit 0.
-SIGUSR1 dumps the event-log ring to ``<event log path or /tmp>/ring-<time>.jsonl``.
+SIGUSR1 (or GET /debug/eventlog) dumps the event-log ring.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import signal
 import time
@@ -18,22 +20,25 @@ import anyio
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from adapters.kube import KubeAdapters
 from adapters.kube.settings import KubeSettings
-from adapters.litellm.client import LiteLLMClient
-from adapters.litellm.executor import LiteLLMExecutor
-from adapters.litellm.observer import LiteLLMObserver
 from adapters.telemetry import Telemetry
-from adapters.vault import SecretVault
 from app.http import ProbeServer
 from app.leader import LeaderElector, LeaseConfig
-from app.loop import CatalogLoop
+from app.library import ModelCatalog
 from app.settings import ServiceSettings
-from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, LeadershipChanged, SourceKind
+from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
 
 log = logging.getLogger("model_catalog.service")
 
 LIVENESS_STALL_SECONDS = 30.0
+READY_SOURCES = (*CATALOG_SOURCES, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("model-catalog")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 async def load_api_client(kubeconfig: str) -> k8s_client.ApiClient:
@@ -41,7 +46,7 @@ async def load_api_client(kubeconfig: str) -> k8s_client.ApiClient:
     if kubeconfig:
         await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     else:
-        k8s_config.load_incluster_config(client_configuration=configuration)
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     return k8s_client.ApiClient(configuration)
 
 
@@ -50,29 +55,22 @@ class Service:
 
     def __init__(self, settings: ServiceSettings, api_client: k8s_client.ApiClient) -> None:
         self.settings = settings
-        config = settings.catalog
-        self.vault = SecretVault()
-        self.telemetry = Telemetry(otlp_endpoint=settings.otlp_endpoint, service_version=_version())
+        self.telemetry = Telemetry(otlp_endpoint=settings.otlp_endpoint, service_version=version())
         self.recorder = _recorder(settings)
-        self.kube = KubeAdapters(
+        self.catalog = ModelCatalog(
+            settings.catalog,
             api_client,
-            config,
-            self.vault,
-            settings=KubeSettings(crd_recheck_seconds=settings.crd_recheck_seconds),
-            probe_resolve=dict(settings.probe_resolve),
-        )
-        self.litellm_client = LiteLLMClient(config.litellm_base_url, settings.litellm_master_key.value)
-        self.observer = LiteLLMObserver(self.litellm_client, resync_seconds=settings.litellm_resync_seconds)
-        executors = [LiteLLMExecutor(self.litellm_client, self.vault, self.observer), *self.kube.executors]
-        self.loop = CatalogLoop(
-            config,
-            executors,
-            recorder=self.recorder,
-            telemetry=self.telemetry,
-            write_concurrency=settings.max_concurrent_writes,
-            catalog_min_interval=settings.catalog_min_write_interval,
+            litellm_master_key=settings.litellm_master_key.value,
+            litellm_resync_seconds=settings.litellm_resync_seconds,
             leading=not settings.leader_election,
+            kube_settings=KubeSettings(crd_recheck_seconds=settings.crd_recheck_seconds),
+            probe_resolve=dict(settings.probe_resolve),
+            telemetry=self.telemetry,
+            recorder=self.recorder,
+            write_concurrency=settings.max_concurrent_writes,
+            catalog_min_write_interval=settings.catalog_min_write_interval,
         )
+        self.loop = self.catalog.loop
         self.elector: LeaderElector | None = None
         if settings.leader_election:
             lease = LeaseConfig(
@@ -83,7 +81,7 @@ class Service:
                 renew_deadline=settings.lease_renew_deadline_seconds,
                 retry_period=settings.lease_retry_period_seconds,
             )
-            self.elector = LeaderElector(api_client, lease, self._leadership)
+            self.elector = LeaderElector(api_client, lease, self.catalog.set_leading)
         self.http = ProbeServer(
             settings.http_host,
             settings.http_port,
@@ -91,7 +89,7 @@ class Service:
                 "/healthz": self._healthz,
                 "/readyz": self._readyz,
                 "/metrics": self._metrics,
-                "/debug/eventlog": self._dump_ring,
+                "/debug/eventlog": self._ring,
             },
         )
         self.telemetry.bind_state()
@@ -103,14 +101,10 @@ class Service:
                 "model_catalog_event_log_dropped_records", lambda: [(float(stats.records_dropped), {})]
             )
         self.stopping = anyio.Event()
-        self.started_at = time.monotonic()
 
     @property
     def leading(self) -> bool:
-        return self.elector.leading if self.elector is not None else True
-
-    async def _leadership(self, leading: bool) -> None:
-        await self.loop.send(LeadershipChanged(leading))
+        return self.loop.state.control.leading
 
     # --- probes
     async def _healthz(self) -> tuple[int, str, bytes]:
@@ -121,63 +115,52 @@ class Service:
 
     async def _readyz(self) -> tuple[int, str, bytes]:
         state = self.loop.state
-        missing = [
-            k.value
-            for k in (*CATALOG_SOURCES, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
-            if not state.source(k).known
-        ]
+        missing = [k.value for k in READY_SOURCES if not state.source(k).known]
         if not state.litellm.status.observed_once:
             missing.append("litellm")
         if missing:
             return 503, "text/plain", ("not ready: waiting for " + ", ".join(missing) + "\n").encode()
-        role = "leader" if self.leading else "standby"
-        return 200, "text/plain", f"ok ({role})\n".encode()
+        return 200, "text/plain", f"ok ({'leader' if self.leading else 'standby'})\n".encode()
 
     async def _metrics(self) -> tuple[int, str, bytes]:
         return 200, "text/plain; version=0.0.4; charset=utf-8", self.telemetry.metrics_text()
 
-    async def _dump_ring(self) -> tuple[int, str, bytes]:
+    async def _ring(self) -> tuple[int, str, bytes]:
         if self.recorder is None:
             return 404, "text/plain", b"the event log is off (CATALOG_EVENT_LOG_PATH)\n"
         return 200, "application/x-ndjson", self.recorder.dump_ring()
 
     # --- run
     async def run(self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with anyio.create_task_group() as outer:
-            port = await outer.start(self.http.run)
-            if self.recorder is not None:
-                outer.start_soon(self.recorder.run)
-            await outer.start(self.loop.run)
-            outer.start_soon(self._signals)
-            async with anyio.create_task_group() as inputs:
-                inputs.start_soon(self.kube.run, self.loop.sender())
-                inputs.start_soon(self.observer.run, self.loop.sender())
-                if self.elector is not None:
-                    inputs.start_soon(self.elector.run)
-                task_status.started(port)
-                await self.stopping.wait()
-                log.info(
-                    "shutting down: stop watching, finish writes",
-                    extra={"grace": self.settings.shutdown_grace_seconds},
-                )
-                inputs.cancel_scope.cancel()  # the elector releases the Lease on its way out
-            with anyio.move_on_after(self.settings.shutdown_grace_seconds):
-                while self.loop.queue.depth:
-                    await anyio.sleep(0.05)
-            if self.loop.queue.depth:
-                log.warning(
-                    "abandoning writes still queued at shutdown", extra={"queued": self.loop.queue.depth}
-                )
-            outer.cancel_scope.cancel()
-        await self._close()
+        try:
+            async with anyio.create_task_group() as outer:
+                port = await outer.start(self.http.run)
+                if self.recorder is not None:
+                    outer.start_soon(self.recorder.run)
+                outer.start_soon(self._signals)
+                async with anyio.create_task_group() as inputs:
+                    await inputs.start(self.catalog.run)
+                    if self.elector is not None:
+                        inputs.start_soon(self.elector.run)
+                    task_status.started(port)
+                    await self.stopping.wait()
+                    log.info("shutting down", extra={"grace_seconds": self.settings.shutdown_grace_seconds})
+                    await self._drain()
+                    inputs.cancel_scope.cancel()  # the elector releases the Lease on its way out
+                outer.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self.recorder is not None:
+                    await self.recorder.aclose()
+                self.telemetry.shutdown()
 
-    async def _close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            if self.recorder is not None:
-                await self.recorder.aclose()
-            await self.litellm_client.aclose()
-            await self.kube.aclose()
-            self.telemetry.shutdown()
+    async def _drain(self) -> None:
+        """Let queued and running writes finish within the grace period; then they are abandoned."""
+        with anyio.move_on_after(self.settings.shutdown_grace_seconds):
+            while self.loop.queue.depth:
+                await anyio.sleep(0.05)
+        if self.loop.queue.depth:
+            log.warning("abandoning writes still queued at shutdown", extra={"queued": self.loop.queue.depth})
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as signals:
@@ -199,15 +182,6 @@ class Service:
             log.info("event-log ring dumped", extra={"path": str(target)})
         except OSError as exc:
             log.error("event-log ring dump failed", extra={"path": str(target), "error": type(exc).__name__})
-
-
-def _version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("model-catalog")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _recorder(settings: ServiceSettings) -> Any:

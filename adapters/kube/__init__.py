@@ -7,7 +7,7 @@ and the send side of its one bounded event stream; ``kube_sources`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -29,7 +29,7 @@ from adapters.kube.writers import (
 from adapters.ports import Executor, Source
 from adapters.vault import SecretVault
 from catalog_core.config import CatalogConfig
-from catalog_core.events import Event
+from catalog_core.events import Event, SourceKind
 
 __all__ = [
     "KubeAdapters",
@@ -58,7 +58,9 @@ class KubeAdapters:
         settings: KubeSettings | None = None,
         stats: KubeStats | None = None,
         probe_resolve: Mapping[str, str] | None = None,
+        skip: Collection[SourceKind] = (),
     ) -> None:
+        """``skip``: sources the host feeds itself (e.g. an operator's ModelActivation cache)."""
         self.settings = settings or KubeSettings()
         self.stats = stats or KubeStats()
         self.api = KubeApi(api_client, request_timeout=self.settings.request_timeout_seconds)
@@ -68,6 +70,7 @@ class KubeAdapters:
         self.sources: list[Source] = [
             WatchSource(self.api, spec, vault=vault, settings=self.settings, stats=self.stats)
             for spec in watch_specs(config)
+            if spec.source not in skip
         ]
         self.sources.append(self.secrets)
         outcomes = Outcomes(self.stats)

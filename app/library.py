@@ -1,0 +1,194 @@
+"""The catalog as a library: run it inside a host's own anyio event loop and task group.
+
+The Magic Stick Operator embeds it like this (see ARCHITECTURE.md, "Embedding")::
+
+    catalog = ModelCatalog(config, api_client, litellm_master_key=key,
+                           host_sources={SourceKind.MODEL_ACTIVATIONS})
+    async with anyio.create_task_group() as tg:
+        await tg.start(catalog.run)
+        await catalog.listed(SourceKind.MODEL_ACTIVATIONS, activations_from_my_cache)
+        await catalog.wait_ready()
+        async for view in catalog.changes():
+            ...  # view.catalog (ConfigMap data), view.routes (routes.json records)
+
+The host passes its own kubernetes-asyncio ``ApiClient`` (and keeps owning it);
+sources it already watches are fed as objects instead of watched twice.
+Cancelling the host's task group stops the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import anyio
+import attrs
+import httpx
+
+from adapters.kube import KubeAdapters
+from adapters.kube.settings import KubeSettings
+from adapters.litellm.client import LiteLLMClient
+from adapters.litellm.executor import LiteLLMExecutor
+from adapters.litellm.observer import LiteLLMObserver
+from adapters.ports import Executor
+from adapters.vault import SecretVault
+from app.loop import CatalogLoop, Recorder, Telemetry
+from catalog_core.config import CatalogConfig
+from catalog_core.events import (
+    CATALOG_SOURCES,
+    Event,
+    LeadershipChanged,
+    ObjectDeleted,
+    ObjectUpserted,
+    SourceKind,
+    SourceListed,
+)
+from catalog_core.plan import all_records, catalog_inputs_known, rendered_catalog
+from catalog_core.redact import redact_for_source
+from catalog_core.state import CatalogState
+
+
+@attrs.frozen
+class CatalogView:
+    """What is published now: the ConfigMap data (None before the first write) and routes.json records."""
+
+    catalog: Mapping[str, str] | None
+    catalog_hash: str | None
+    routes: tuple[Mapping[str, Any], ...]
+    leading: bool
+
+    def route(self, name: str) -> list[Mapping[str, Any]]:
+        """The records of one model name or logical name."""
+        return [r for r in self.routes if name in (r["name"], r["logicalName"])]
+
+
+class ModelCatalog:
+    def __init__(
+        self,
+        config: CatalogConfig,
+        api_client: Any,
+        *,
+        litellm_master_key: str,
+        litellm_base_url: str | None = None,
+        host_sources: Iterable[SourceKind] = (),
+        litellm_resync_seconds: float = 30.0,
+        leading: bool = True,
+        kube_settings: KubeSettings | None = None,
+        probe_resolve: Mapping[str, str] | None = None,
+        telemetry: Telemetry | None = None,
+        recorder: Recorder | None = None,
+        write_concurrency: int = 4,
+        catalog_min_write_interval: float = 0.5,
+        litellm_transport: httpx.AsyncBaseTransport | None = None,
+        extra_executors: Iterable[Executor] = (),
+    ) -> None:
+        self.config = config
+        self.vault = SecretVault()
+        self.host_sources = frozenset(host_sources)
+        self.kube = KubeAdapters(
+            api_client,
+            config,
+            self.vault,
+            settings=kube_settings,
+            probe_resolve=probe_resolve,
+            skip=self.host_sources,
+        )
+        self.litellm_client = LiteLLMClient(
+            litellm_base_url or config.litellm_base_url, litellm_master_key, transport=litellm_transport
+        )
+        self.observer = LiteLLMObserver(self.litellm_client, resync_seconds=litellm_resync_seconds)
+        executors: list[Executor] = [
+            *extra_executors,
+            LiteLLMExecutor(self.litellm_client, self.vault, self.observer),
+            *self.kube.executors,
+        ]
+        self.loop = CatalogLoop(
+            config,
+            executors,
+            recorder=recorder,
+            telemetry=telemetry,
+            write_concurrency=write_concurrency,
+            catalog_min_interval=catalog_min_write_interval,
+            leading=leading,
+        )
+        self._ready = anyio.Event()
+
+    # --- running
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[ModelCatalog] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run until cancelled: the loop, the Kubernetes sources not fed by the host, the LiteLLM observer."""
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(self.loop.run)
+                tg.start_soon(self.kube.run, self.loop.sender())
+                tg.start_soon(self.observer.run, self.loop.sender())
+                tg.start_soon(self._watch_ready)
+                task_status.started(self)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.litellm_client.aclose()
+                await self.kube.aclose()
+
+    async def _watch_ready(self) -> None:
+        while not catalog_inputs_known(self.loop.state):
+            await self.loop.wait_changed_or_tick()
+        self._ready.set()
+
+    async def wait_ready(self) -> None:
+        """Every source has been read once and LiteLLM observed: what is published is decided."""
+        await self._ready.wait()
+
+    async def set_leading(self, leading: bool) -> None:
+        """For a host that runs its own leader election: only the leader writes."""
+        await self.loop.send(LeadershipChanged(leading))
+
+    # --- feeding what the host already watches
+    async def send(self, event: Event) -> None:
+        """Feed a raw event; objects in it must already be redacted (see ``listed``/``upserted``)."""
+        await self.loop.send(event)
+
+    def _redact(self, source: SourceKind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        redacted = redact_for_source(source.value, obj)
+        if redacted.secrets:
+            self.vault.update(redacted.secrets)
+        return redacted.obj
+
+    async def listed(self, source: SourceKind, objects: Iterable[Mapping[str, Any]]) -> None:
+        """The host's full current content of ``source`` (e.g. its ModelActivation cache)."""
+        await self.loop.send(SourceListed(source, tuple(self._redact(source, o) for o in objects)))
+
+    async def upserted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
+        await self.loop.send(ObjectUpserted(source, self._redact(source, obj)))
+
+    async def deleted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
+        await self.loop.send(ObjectDeleted(source, self._redact(source, obj)))
+
+    # --- reading
+    @property
+    def state(self) -> CatalogState:
+        return self.loop.state
+
+    def view(self) -> CatalogView:
+        state = self.loop.state
+        observed = state.cluster.catalog
+        catalog = rendered_catalog(state).as_dict() if catalog_inputs_known(state) else None
+        routes = tuple(r.as_json() for r in sorted(all_records(state), key=lambda r: (r.source, r.name)))
+        return CatalogView(
+            catalog=catalog,
+            catalog_hash=observed.catalog_hash if observed is not None else None,
+            routes=routes,
+            leading=state.control.leading,
+        )
+
+    async def changes(self) -> AsyncIterator[CatalogView]:
+        """The current view, then a new one after every change to what is published."""
+        seen = self.loop.version
+        yield self.view()
+        while True:
+            await self.loop.wait_changed(seen)  # no change is missed while the host handles a view
+            seen = self.loop.version
+            yield self.view()
+
+
+__all__ = ["CATALOG_SOURCES", "CatalogView", "ModelCatalog"]

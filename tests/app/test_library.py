@@ -1,0 +1,117 @@
+"""The library API, embedded in a host's own task group with the host's own API client (issue 6).
+
+The host (like the Magic Stick Operator) feeds the ModelActivations it already
+caches instead of letting the catalog watch them a second time. Real
+kube-apiserver, in-process LiteLLM fake.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from kubernetes_asyncio import client
+
+from adapters.litellm.fake import FakeLiteLLM
+from app.library import CatalogView, ModelCatalog
+from catalog_core.config import CatalogConfig
+from catalog_core.events import SourceKind
+from tests.adapters.kube.helpers import FAST
+from tests.core import builders as b
+from tests.fixtures.kube_peer import create_namespace, install_crds
+
+pytestmark = [pytest.mark.kube, pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _until(catalog: ModelCatalog, predicate: Any, timeout: float = 20.0) -> CatalogView:
+    last: CatalogView | None = None
+    with anyio.move_on_after(timeout):
+        async for view in catalog.changes():
+            last = view
+            if predicate(view):
+                return view
+    state = catalog.state
+    raise AssertionError(
+        f"timed out; inflight: {list(state.control.inflight)}; retries: {state.control.retries}; "
+        f"failures: {state.control.failures}; observed: {state.cluster.catalog}; "
+        f"desired: {state.derived.desired_catalog_hash}; pending: {state.pending}; settled: {state.control.settled}; "
+        f"sources: {state.sources}; litellm: {state.litellm.status}"
+    )
+
+
+async def test_embedded_in_a_host_task_group_with_host_fed_activations(kube_client: Any) -> None:
+    await install_crds(kube_client)
+    ns, appliance_ns = await create_namespace(kube_client), await create_namespace(kube_client, "mcsys")
+    config = CatalogConfig(namespace=ns, appliance_namespace=appliance_ns)
+    fake = FakeLiteLLM()
+    catalog = ModelCatalog(
+        config,
+        kube_client,  # the host's client: the catalog never closes it
+        litellm_master_key="sk-test",
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        kube_settings=FAST,
+        litellm_transport=httpx.MockTransport(fake.handle),
+        catalog_min_write_interval=0.0,
+    )
+    custom = client.CustomObjectsApi(kube_client)
+    async with anyio.create_task_group() as host:
+        await host.start(catalog.run)
+        # The host's cache of ModelActivations, fed instead of watched.
+        await catalog.listed(
+            SourceKind.MODEL_ACTIVATIONS,
+            [b.activation("mistral", external={"model": "mistral/large", "apiKey": "sk-inline-not-allowed"})],
+        )
+        with anyio.fail_after(20):
+            await catalog.wait_ready()
+        view = await _until(catalog, lambda v: v.route("mistral"))
+        assert view.route("mistral")[0]["reason"] == "InlineKeyRejected"  # C.8, decided from a fed object
+        # A KubeAI Model appears in the API server and becomes ready: the catalog publishes it.
+        model = b.kubeai_model("llama", ready=0)
+        del model["status"]
+        model["metadata"] = {"name": "llama", "namespace": ns}
+        await custom.create_namespaced_custom_object("kubeai.org", "v1", ns, "models", model)
+        await custom.patch_namespaced_custom_object_status(
+            "kubeai.org",
+            "v1",
+            ns,
+            "models",
+            "llama",
+            {"status": {"replicas": {"all": 1, "ready": 1}}},
+            _content_type="application/merge-patch+json",
+        )
+        view = await _until(
+            catalog, lambda v: v.catalog is not None and '"llama"' in v.catalog["catalog.json"]
+        )
+        assert view.route("llama")[0]["state"] == "published"
+        assert "ai-appliance-kubeai-llama" in {r["model_info"]["id"] for r in (await fake_rows(fake))}
+        # The host fixes its activation: an update from the host's cache.
+        await catalog.upserted(
+            SourceKind.MODEL_ACTIVATIONS, b.activation("mistral", external={"model": "mistral/large"})
+        )
+        view = await _until(
+            catalog,
+            lambda v: (
+                any(r["state"] == "published" for r in v.route("mistral"))
+                and v.catalog_hash == json.loads(v.catalog["catalog.json"])["hash"]
+            ),  # written, not only decided
+        )
+        # The written ConfigMap is the one the view shows.
+        cm = await client.CoreV1Api(kube_client).read_namespaced_config_map("ai-model-catalog", ns)
+        assert cm.data["catalog.json"] == catalog.view().catalog["catalog.json"]
+        host.cancel_scope.cancel()
+    # the host's API client is still usable: the catalog did not close it
+    assert (await client.CoreV1Api(kube_client).read_namespace(ns)).metadata.name == ns
+
+
+async def fake_rows(fake: FakeLiteLLM) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(transport=httpx.MockTransport(fake.handle), base_url="http://fake") as http:
+        answer = await http.get("/model/info", headers={"Authorization": "Bearer sk-test"})
+        return list(answer.json()["data"])
