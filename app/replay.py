@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import attrs
 
@@ -62,8 +62,7 @@ EXIT_DIVERGED = 1
 EXIT_UNREADABLE = 2
 
 
-@attrs.frozen
-class Step:
+class Step(NamedTuple):
     """One event folded again, with what the live run recorded for it."""
 
     seq: int
@@ -200,56 +199,56 @@ class Replayer:
             )
 
     def _stream(self, records: Iterator[LogLine], prev: int) -> Iterator[Item]:
-        pending: Step | None = None
+        # The hot loop of replay: one record per turn, locals only, one object per step.
+        pending: tuple[int, int, Event, CatalogState, CatalogState, tuple[Command, ...]] | None = None
         reseed = False
         stopped = False
         state = self.state
+        until = self.until
+        structure = wire.structure_event
         for line in records:
             raw = line.raw
             seq, kind = raw["seq"], raw["k"]
-            if self.until is not None and seq > self.until:
+            if until is not None and seq > until:
                 stopped = True
                 break
-            self._continues(prev, line)
+            if seq != prev + 1 or kind == "gap":
+                self._continues(prev, line)
             prev = seq
-            self.last_seq = seq
             if pending is not None:
                 if kind == "commands":
                     answers = raw["answers"]
-                    if answers != pending.seq:
+                    if answers != pending[0]:
                         raise self._fail(
                             line.number,
                             f"commands record answers seq {answers!r}, "
-                            f"but the event before it is seq {pending.seq}",
+                            f"but the event before it is seq {pending[0]}",
                         )
                     if type(raw["commands"]) is not list:
                         raise self._fail(line.number, "commands record: commands must be an array")
-                    yield attrs.evolve(
-                        pending, recorded=raw["commands"], recorded_seq=seq, recorded_line=line.number
-                    )
+                    self.last_seq = seq
+                    yield Step(*pending, raw["commands"], seq, line.number)
                     pending = None
                     continue
-                yield attrs.evolve(pending, recorded=[])
+                yield Step(*pending, [])
                 pending = None
             if reseed and kind != "snapshot":
                 raise self._fail(line.number, "a gap must be followed by a snapshot")
             if kind == "event":
                 try:
-                    event = wire.structure_event(raw["event"])
+                    event = structure(raw["event"])
                 except wire.LogFormatError as exc:
                     raise self._fail(line.number, f"event record: {exc}") from None
                 result = step(state, event)
                 if self.first_seq is None:
                     self.first_seq = seq
-                pending = Step(seq, line.number, event, state, result.state, result.commands, None)
-                state = result.state
-                self.state = state
+                pending = (seq, line.number, event, state, result.state, result.commands)
+                state = self.state = result.state
             elif kind == "commands":
                 raise self._fail(line.number, "a commands record that follows no event")
             elif kind == "snapshot":
                 if reseed:
-                    state = self._restore(line, "after a gap the log continues from a snapshot")
-                    self.state = state
+                    state = self.state = self._restore(line, "after a gap the log continues from a snapshot")
                     reseed = False
                     yield Notice(seq, line.number, f"continuing from the snapshot at seq {seq}")
                 else:
@@ -263,9 +262,10 @@ class Replayer:
                 )
             else:
                 self._header_again(line)
+            self.last_seq = seq
         if pending is not None:
             # Stopped by --until between an event and its commands: what was recorded is not read.
-            yield attrs.evolve(pending, recorded=None if stopped else [])
+            yield Step(*pending, None if stopped else [])
         if reseed and not stopped:
             raise self._fail(0, "the log ends with a gap (no snapshot after it)")
 

@@ -330,10 +330,6 @@ def _json_structure(value: Any, _: Any) -> Json:
     return Json.of(value)
 
 
-def _exactly(cls: type) -> Callable[[Any], bool]:
-    return lambda tp: tp is cls
-
-
 def _generic(cls: Any) -> Callable[[Any], bool]:
     """``cls`` itself or any parametrisation of it (``PMap[str]``, ``frozenset[str]``)."""
     return lambda tp: tp is cls or get_origin(tp) is cls
@@ -342,16 +338,12 @@ def _generic(cls: Any) -> Callable[[Any], bool]:
 def make_converter(*, detailed_validation: bool = False) -> Converter:
     """The event log's converter. Replay uses the fast one and re-reads a bad record with the detailed one."""
     c = _make_orjson_converter(forbid_extra_keys=True, detailed_validation=detailed_validation)
-    # Exact types (a predicate, not a class hook: str's class hook would also catch StrEnums).
-    exact_hooks: tuple[tuple[type, Callable[[Any, Any], Any]], ...] = (
-        (str, _strict_str),
-        (int, _strict_int),
-        (float, _strict_float),
-        (bool, _strict_bool),
-    )
-    for exact, hook in exact_hooks:
-        c.register_structure_hook_func(_exactly(exact), hook)
-    # Every enum of the core is a StrEnum: a class hook, which wins over str's (StrEnum is first in the MRO).
+    # Class hooks (they win over predicate hooks); a subclass gets the hook of the nearest class in its
+    # MRO, so bool (an int) and the core's enums (StrEnums, so strs) need their own.
+    c.register_structure_hook(str, _strict_str)
+    c.register_structure_hook(int, _strict_int)
+    c.register_structure_hook(float, _strict_float)
+    c.register_structure_hook(bool, _strict_bool)
     c.register_unstructure_hook(StrEnum, _enum_unstructure)
     c.register_structure_hook(StrEnum, _enum_structure)
     c.register_unstructure_hook(Json, lambda v: orjson.loads(v.text))
@@ -578,15 +570,17 @@ def load(line: bytes) -> dict[str, Any]:
 def check_envelope(raw: dict[str, Any]) -> dict[str, Any]:
     """``seq``, ``ts``, ``k`` and exactly the keys of the record's kind (of the current format version)."""
     kind = raw.get("k")
-    if kind not in _ENVELOPE:
+    full = _KEYS.get(kind) if isinstance(kind, str) else None
+    if full is None or not isinstance(kind, str):
         raise LogFormatError(f"unknown record kind {kind!r} (known: {', '.join(RECORD_KINDS)})")
-    if type(raw.get("seq")) is not int or raw["seq"] < 0:
+    seq = raw.get("seq")
+    if type(seq) is not int or seq < 0:
         raise LogFormatError("seq must be a non-negative integer")
     if type(raw.get("ts")) is not str:
         raise LogFormatError("ts must be a string")
-    keys = raw.keys() - {"seq", "ts", "k"}
-    expected = _ENVELOPE[kind]
-    if keys != expected:
+    if raw.keys() != full:
+        keys = raw.keys() - {"seq", "ts", "k"}
+        expected = _ENVELOPE[kind]
         missing, extra = sorted(expected - keys), sorted(keys - expected)
         why = "; ".join(
             part
@@ -598,6 +592,9 @@ def check_envelope(raw: dict[str, Any]) -> dict[str, Any]:
         )
         raise LogFormatError(f"{kind} record: {why}")
     return raw
+
+
+_KEYS: Final = {kind: keys | {"seq", "ts", "k"} for kind, keys in _ENVELOPE.items()}
 
 
 def parse_line(line: bytes) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import attrs
+import orjson
 
 from contracts import eventlog as wire
 
@@ -30,8 +30,7 @@ class LogReadError(Exception):
         return f"{where}: {self.message}"
 
 
-@attrs.frozen
-class LogLine:
+class LogLine(NamedTuple):
     number: int  # 1-based
     offset: int  # byte offset of the line in the file
     raw: dict[str, Any]  # the record, migrated to the current version and its envelope checked
@@ -85,17 +84,22 @@ class LogFile:
 
     def records(self, offset: int = 0, number: int = 1) -> Iterator[LogLine]:
         """The records from byte ``offset`` (which starts line ``number``) to the end."""
+        loads, check, migrations = orjson.loads, wire.check_envelope, self.migrations
         try:
             with open(self.path, "rb") as f:
                 f.seek(offset)
                 for line in f:
-                    raw = self._load(line, number)
-                    if self.migrations:
-                        raw = self._migrate(raw)
                     try:
-                        wire.check_envelope(raw)
-                    except wire.LogFormatError as exc:
-                        raise LogReadError(self.path, number, str(exc)) from None
+                        raw = loads(line)
+                        if migrations:
+                            raw = self._migrate(raw)
+                        check(raw)
+                    except (orjson.JSONDecodeError, wire.LogFormatError, AttributeError):
+                        raw = self._load(line, number)  # raises with the reason, unless it is JSON
+                        try:
+                            check(self._migrate(raw))
+                        except wire.LogFormatError as exc:
+                            raise LogReadError(self.path, number, str(exc)) from None
                     yield LogLine(number, offset, raw)
                     offset += len(line)
                     number += 1

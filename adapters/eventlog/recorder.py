@@ -37,6 +37,7 @@ snapshot, as a log that replays on its own.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.metadata
 import logging
 import time
@@ -152,13 +153,21 @@ class _Outcome:
     error: OSError | None
 
 
+Opener = Callable[[Path], IO[bytes]]
+
+
+def _append(path: Path) -> IO[bytes]:
+    return open(path, "ab")
+
+
 class _Sink:
     """The files. Used by one thread at a time (the worker thread, or the caller's with inline writing)."""
 
-    def __init__(self, path: Path, max_files: int, header: wire.Header) -> None:
+    def __init__(self, path: Path, max_files: int, header: wire.Header, opener: Opener = _append) -> None:
         self.path = path
         self.max_files = max_files
         self.header = header
+        self.opener = opener
         self.file: IO[bytes] | None = None
         self.size = 0  # bytes of complete records in the current file
         self.needs_repair = False
@@ -167,7 +176,13 @@ class _Sink:
         self.rotations = 0  # rotations during the run (not the one that moves an old log away)
         self.total_bytes = 0
 
+    def _check_regular(self, path: Path) -> None:
+        """Only regular files are rotated, truncated or appended to (never a device, a pipe, a directory)."""
+        if path.exists() and not path.is_file():
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+
     def _rotate(self) -> None:
+        self._check_regular(self.path)
         if self.file is not None:
             self.file.close()
             self.file = None
@@ -186,7 +201,8 @@ class _Sink:
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.path, "ab")  # noqa: SIM115 - kept open across batches
+        self._check_regular(self.path)
+        self.file = self.opener(self.path)
         self.size = self.file.tell()
 
     def _start(self) -> None:
@@ -275,6 +291,7 @@ class Recorder:
         clock: Callable[[], float] = time.time,
         run_id: str | None = None,
         version: str | None = None,
+        opener: Opener = _append,
     ) -> None:
         """``state``: the state the fold starts from (default ``initial_state(config)``).
 
@@ -298,7 +315,7 @@ class Recorder:
             snapshot_every=settings.snapshot_every,
             config=wire.config_env(config),
         )
-        self._sink = _Sink(settings.path, settings.max_files, self._header)
+        self._sink = _Sink(settings.path, settings.max_files, self._header, opener)
         self._queue: deque[_Item] = deque()
         self._queued_bytes = 0
         self._ring: deque[_Item] = deque(maxlen=settings.ring_size) if settings.ring_size else deque(maxlen=0)
@@ -314,9 +331,14 @@ class Recorder:
         self._closed = False
         self._stripped_logged = False
         self._encode_failing = False
-        self._enqueue(self._header_item(now, starts_run))
+        self._enqueue(self._header_item(now, starts_run, start, 0))
         if not starts_run:
-            self._enqueue(self._snapshot_item(now))
+            self._enqueue(self._snapshot_item(now, start, 0))
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last record produced (written, queued or dropped)."""
+        return self._seq
 
     # --- producer side (the control loop) ------------------------------------------------------
 
@@ -327,16 +349,17 @@ class Recorder:
         self._seq += 1
         return self._seq
 
-    def _header_item(self, ts: str, starts_run: bool) -> _Item:
+    def _header_item(self, ts: str, starts_run: bool, state: CatalogState, after: int) -> _Item:
         seq = self._next_seq()
         header = attrs.evolve(self._header, seq=seq, ts=ts, starts_run=starts_run)
         data = wire.encode_header(header) + b"\n"
-        return _Item("header", seq, seq, ts, data, self._state, self._last_event)
+        return _Item("header", seq, seq, ts, data, state, after)
 
-    def _snapshot_item(self, ts: str) -> _Item:
+    def _snapshot_item(self, ts: str, state: CatalogState, after: int) -> _Item:
+        """A snapshot of ``state`` (the state after event ``after``), encoded later by the writer."""
         seq = self._next_seq()
         self._events_since_snapshot = 0
-        return _Item("snapshot", seq, seq, ts, None, self._state, self._last_event)
+        return _Item("snapshot", seq, seq, ts, None, state, after)
 
     def _size(self, item: _Item) -> int:
         return len(item.data) if item.data is not None else max(self._sink.snapshot_size, 1024)
@@ -384,13 +407,21 @@ class Recorder:
                 )
         ts = self._ts()
         before, after = self._state, self._last_event
+        resynced = self._lost_from is not None
         writable = self._resync(ts)
+        resynced = resynced and self._lost_from is None
+        data = self._encode(ts, checked.event, transition)
+        room = self._queued_bytes + len(data) <= self.settings.queue_bytes
+        if (
+            writable
+            and room
+            and self._file_bytes + len(data) > self.settings.max_bytes
+            and self._steps_in_file
+        ):
+            self._rotate(ts, before, after)  # the new file's header and snapshot come first: renumber
+            data = self._encode(ts, checked.event, transition)
         seq = self._seq + 1
-        data = wire.encode_event(seq, ts, checked.event) + b"\n"
-        last = seq
-        if transition.commands:
-            last = seq + 1
-            data += wire.encode_commands(last, ts, seq, transition.commands) + b"\n"
+        last = seq + 1 if transition.commands else seq
         self._seq = last
         self._state = transition.state
         self._last_event = seq
@@ -401,18 +432,24 @@ class Recorder:
         if not writable:
             self._drop(step)
             return
-        if self._queued_bytes + len(data) > self.settings.queue_bytes:
+        if not room:
             self._drop(step)
             log.warning("event log: the writer fell behind; records are dropped until it catches up")
             return
-        if self._file_bytes + len(data) > self.settings.max_bytes and self._steps_in_file > 0:
-            self._rotate(ts, before, after)
         self._enqueue(step, ring=False)
         self._steps_in_file += 1
         if self._events_since_snapshot >= self.settings.snapshot_every:
-            self._enqueue(self._snapshot_item(ts))
-        if self._writer == "inline" and self._queued_bytes >= _INLINE_BATCH:
-            self.flush()
+            self._enqueue(self._snapshot_item(ts, self._state, self._last_event))
+        if self._writer == "inline" and (self._queued_bytes >= _INLINE_BATCH or resynced):
+            self.flush()  # batched; at once after a loss, to learn soon whether writing works again
+
+    def _encode(self, ts: str, event: Event, transition: Transition) -> bytes:
+        """The step's records, numbered from the next seq: the event, then its commands if any."""
+        seq = self._seq + 1
+        data = wire.encode_event(seq, ts, event) + b"\n"
+        if transition.commands:
+            data += wire.encode_commands(seq + 1, ts, seq, transition.commands) + b"\n"
+        return data
 
     def _resync(self, ts: str) -> bool:
         """Whether the next step may be queued. After a loss, first queue a gap and a snapshot of the
@@ -429,18 +466,18 @@ class Recorder:
         reason = "writing the file failed" if self.stats.failing else "the writer fell behind"
         gap = wire.encode_gap(lost_to, ts, lost_from, lost_to, reason) + b"\n"
         # The gap takes the last lost seq (nothing with that seq is in the file): no new number.
-        self._enqueue(
-            _Item("gap", lost_to, lost_to, ts, gap, self._state, self._last_event, lost_from), ring=False
-        )
-        self._enqueue(self._snapshot_item(ts))
+        state, after = self._state, self._last_event
+        self._enqueue(_Item("gap", lost_to, lost_to, ts, gap, state, after, lost_from), ring=False)
+        self._enqueue(self._snapshot_item(ts, state, after))
         self._steps_in_file = 0
         return True
 
     def _rotate(self, ts: str, state: CatalogState, after: int) -> None:
+        """A new file, opening with a header and a snapshot of ``state`` (before the step that follows)."""
         self._file_bytes = 0
         self._steps_in_file = 0
-        self._enqueue(self._header_item(ts, starts_run=False))
-        self._enqueue(self._snapshot_item(ts))
+        self._enqueue(self._header_item(ts, False, state, after))
+        self._enqueue(self._snapshot_item(ts, state, after))
 
     def _drop(self, step: _Item) -> None:
         self.stats.records_dropped += step.records
@@ -507,13 +544,19 @@ class Recorder:
     async def _flush_async(self) -> None:
         while self._queue:
             batch = self._take()
-            outcome = await anyio.to_thread.run_sync(self._sink.write, batch)
+            # A batch handed to the thread is accounted for even when the task is cancelled meanwhile.
+            with anyio.CancelScope(shield=True):
+                outcome = await anyio.to_thread.run_sync(self._sink.write, batch)
             self._after_write(batch, outcome)
 
     async def run(self) -> None:
-        """Write queued records from a worker thread until cancelled (then write what is left)."""
+        """Write queued records from a worker thread until cancelled (then write what is left).
+
+        With ``writer="thread"``, :meth:`record` must be called from the event loop this runs in.
+        """
         self._wakeup = anyio.Event()
         try:
+            await self._flush_async()
             while True:
                 await self._wakeup.wait()
                 self._wakeup = anyio.Event()
