@@ -154,7 +154,6 @@ class Replayer:
             if snapshot is None:
                 where = f" at or before seq {self.until}" if self.until is not None else ""
                 raise self._fail(0, f"no snapshot{where}: replay without --from-snapshot")
-            wire.check_envelope(snapshot.raw)
             self.state = self._restore(snapshot, "--from-snapshot starts from a snapshot")
             records = self.log.records(snapshot.offset, snapshot.number)
             next(records)

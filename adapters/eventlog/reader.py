@@ -79,7 +79,12 @@ class LogFile:
 
     def _migrate(self, raw: dict[str, Any]) -> dict[str, Any]:
         for migration in self.migrations:
-            raw = migration(raw)
+            try:
+                raw = migration(raw)
+            except Exception as exc:  # a migration meets a record it cannot upgrade
+                raise wire.LogFormatError(
+                    f"cannot upgrade this record from format version {self.source_version}: {exc!r}"
+                ) from None
         return raw
 
     def records(self, offset: int = 0, number: int = 1) -> Iterator[LogLine]:
@@ -97,7 +102,7 @@ class LogFile:
                     except (orjson.JSONDecodeError, wire.LogFormatError, AttributeError):
                         raw = self._load(line, number)  # raises with the reason, unless it is JSON
                         try:
-                            check(self._migrate(raw))
+                            raw = check(self._migrate(raw))
                         except wire.LogFormatError as exc:
                             raise LogReadError(self.path, number, str(exc)) from None
                     yield LogLine(number, offset, raw)
@@ -127,6 +132,9 @@ class LogFile:
                     number += 1
         except OSError as exc:
             raise LogReadError(self.path, number, f"cannot read: {exc.strerror or exc}") from None
-        if found is not None and self.migrations:
-            found = LogLine(found.number, found.offset, self._migrate(found.raw))
+        if found is not None:
+            try:
+                found = LogLine(found.number, found.offset, wire.check_envelope(self._migrate(found.raw)))
+            except wire.LogFormatError as exc:
+                raise LogReadError(self.path, found.number, str(exc)) from None
         return found
