@@ -175,7 +175,9 @@ def _entry_text(entry: CatalogEntry | None) -> str:
 
 
 def _row_text(row: LiteLLMRow) -> str:
-    owner = row.owner or ("model-catalog (legacy)" if row.ours else "not ours")
+    owner = row.owner or (
+        "model-catalog (legacy row)" if row.ours else "none (not the catalog's: never touched)"
+    )
     order = f", order {row.order}" if row.order is not None else ""
     return f"{row.model_name} owner {owner}{order}, {row.locality}"
 

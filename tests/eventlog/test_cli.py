@@ -33,9 +33,12 @@ def _write(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
+STALE = "examples/event-log.jsonl is stale: regenerate it with .venv/bin/python examples/make_event_log.py"
+
+
 def test_the_example_replays_identically(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, "replay", str(example_log), "--verify")
-    assert code == 0
+    assert code == 0, f"{out}\n{STALE} (if the fold's behaviour changed on purpose)"
     assert out.startswith(f"verified {example_log}: 112 events (seq 1..134), 43 commands and 2 snapshots")
 
 
@@ -239,5 +242,5 @@ def test_the_example_log_is_what_its_generator_writes(example_log: Path, tmp_pat
     # Only the service version may differ (regenerate the example when it does).
     assert regenerated[0]["service_version"] == service_version()
     committed[0]["service_version"] = regenerated[0]["service_version"]
-    assert committed == regenerated
+    assert committed == regenerated, STALE
     assert fresh.stat().st_size < 600_000
