@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from app import explain, replay
 from app.inputs import InputError, read_model_info, read_objects
 from app.render import render
 from catalog_core.config import CatalogConfig, ConfigError
@@ -103,12 +104,71 @@ def parser() -> argparse.ArgumentParser:
     for flag, variable, text in FLAGS:
         run_cmd.add_argument(flag, metavar="VALUE", help=f"{text} [env {variable}]")
     run_cmd.set_defaults(func=_run)
+
+    replay_cmd = commands.add_parser(
+        "replay",
+        help="fold a recorded event log again, offline, and print or verify its commands",
+        description="Stream an event log (CATALOG_EVENT_LOG_PATH of a running controller) and fold every "
+        "event again from the header's configuration (or from a snapshot), printing the commands each step "
+        "emits. Exit 0 when replayed (identical, with --verify), 1 when the replay diverges from the "
+        "recording, 2 when the log is unreadable or of a format version this one cannot read.",
+    )
+    replay_cmd.add_argument("log", metavar="LOG", help="an event log file (or a ring dump)")
+    replay_cmd.add_argument("--until", type=_seq, metavar="SEQ", help="stop after the record with this seq")
+    replay_cmd.add_argument(
+        "--from-snapshot",
+        action="store_true",
+        help="start from the latest snapshot at or before --until instead of the beginning",
+    )
+    replay_cmd.add_argument(
+        "--verify",
+        action="store_true",
+        help="compare every step's commands (and each snapshot's state) with the recording; "
+        "report the first difference with both versions",
+    )
+    replay_cmd.add_argument("--json", action="store_true", help="print the commands as JSON Lines")
+    replay_cmd.set_defaults(func=_replay)
+
+    explain_cmd = commands.add_parser(
+        "explain",
+        help="tell the story of one model in an event log: what changed its publication, and why",
+        description="Replay an event log and print, in order, each event that changed how MODEL (a model "
+        "name or logical name) is published -- its routes.json record, catalog entry, LiteLLM rows -- with "
+        "the reason codes and the commands issued for it, ending with its final state and why. "
+        "Exit 0 when MODEL appears in the log, 1 when it never does, 2 when the log is unreadable.",
+    )
+    explain_cmd.add_argument("log", metavar="LOG", help="an event log file (or a ring dump)")
+    explain_cmd.add_argument("model", metavar="MODEL", help="a model name or logical name")
+    explain_cmd.add_argument("--until", type=_seq, metavar="SEQ", help="stop after the record with this seq")
+    explain_cmd.add_argument("--json", action="store_true", help="print the story as JSON Lines")
+    explain_cmd.set_defaults(func=_explain)
     return top
+
+
+def _seq(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sequence number")
+    return int(text)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    return replay.run(
+        args.log, until=args.until, from_snapshot=args.from_snapshot, verify=args.verify, as_json=args.json
+    )
+
+
+def _explain(args: argparse.Namespace) -> int:
+    return explain.run(args.log, args.model, until=args.until, as_json=args.json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, like other command-line tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -9,17 +9,18 @@ SIGUSR1 (or GET /debug/eventlog) dumps the event-log ring.
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from adapters.eventlog.recorder import Recorder, RecorderSettings
 from adapters.kube.settings import KubeSettings
 from adapters.telemetry import Telemetry
 from app.http import ProbeServer
@@ -128,7 +129,9 @@ class Service:
     async def _ring(self) -> tuple[int, str, bytes]:
         if self.recorder is None:
             return 404, "text/plain", b"the event log is off (CATALOG_EVENT_LOG_PATH)\n"
-        return 200, "application/x-ndjson", self.recorder.dump_ring()
+        buffer = io.BytesIO()
+        self.recorder.dump_ring(buffer)
+        return 200, "application/x-ndjson", buffer.getvalue()
 
     # --- run
     async def run(self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -166,29 +169,27 @@ class Service:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as signals:
             async for received in signals:
                 if received == signal.SIGUSR1:
-                    self._dump_ring_to_file()
+                    await self._dump_ring_to_file()
                     continue
                 log.info("signal received", extra={"signal": signal.Signals(received).name})
                 self.stopping.set()
 
-    def _dump_ring_to_file(self) -> None:
+    async def _dump_ring_to_file(self) -> None:
         if self.recorder is None:
             log.warning("SIGUSR1: the event log is off, nothing to dump")
             return
         base = Path(self.settings.event_log_path).parent if self.settings.event_log_path else Path("/tmp")
         target = base / f"ring-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
         try:
-            target.write_bytes(self.recorder.dump_ring())
-            log.info("event-log ring dumped", extra={"path": str(target)})
+            records = await self.recorder.dump_ring_to(target)
+            log.info("event-log ring dumped", extra={"path": str(target), "records": records})
         except OSError as exc:
             log.error("event-log ring dump failed", extra={"path": str(target), "error": type(exc).__name__})
 
 
-def _recorder(settings: ServiceSettings) -> Any:
+def _recorder(settings: ServiceSettings) -> Recorder | None:
     if not settings.event_log_path:
         return None
-    from adapters.eventlog.recorder import Recorder, RecorderSettings
-
     return Recorder(
         RecorderSettings(
             Path(settings.event_log_path),

@@ -32,17 +32,16 @@ def anyio_backend() -> str:
 
 
 async def _until(catalog: ModelCatalog, predicate: Any, timeout: float = 20.0) -> CatalogView:
-    last: CatalogView | None = None
     with anyio.move_on_after(timeout):
         async for view in catalog.changes():
-            last = view
             if predicate(view):
                 return view
     state = catalog.state
     raise AssertionError(
         f"timed out; inflight: {list(state.control.inflight)}; retries: {state.control.retries}; "
         f"failures: {state.control.failures}; observed: {state.cluster.catalog}; "
-        f"desired: {state.derived.desired_catalog_hash}; pending: {state.pending}; settled: {state.control.settled}; "
+        f"desired: {state.derived.desired_catalog_hash}; pending: {state.pending}; "
+        f"settled: {state.control.settled}; "
         f"sources: {state.sources}; litellm: {state.litellm.status}"
     )
 

@@ -1,0 +1,140 @@
+"""Streaming an event log from disk: one line at a time, never the whole file.
+
+Every problem is a :class:`LogReadError` naming the file and the line. A log of
+another format version is read through the migrations of
+:mod:`contracts.eventlog` when they exist, and refused otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+
+from contracts import eventlog as wire
+
+
+class LogReadError(Exception):
+    """An unreadable log, or a log this version refuses to read (``path:line: reason``)."""
+
+    def __init__(self, path: Path | str, line: int, message: str) -> None:
+        super().__init__(message)
+        self.path = str(path)
+        self.line = line
+        self.message = message
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+class LogLine(NamedTuple):
+    number: int  # 1-based
+    offset: int  # byte offset of the line in the file
+    raw: dict[str, Any]  # the record, migrated to the current version and its envelope checked
+
+
+class LogFile:
+    """One log file: its header (read and checked on open) and its records as a stream."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        first = self._first_line()
+        raw = self._load(first, 1)
+        if raw.get("k") != "header":
+            raise LogReadError(self.path, 1, "the first record is not a header: not a complete event log")
+        try:
+            if raw.get("format") != wire.FORMAT:
+                raise wire.LogFormatError(f"not a model-catalog event log (format {raw.get('format')!r})")
+            version = raw.get("version")
+            if type(version) is not int:
+                raise wire.LogFormatError("header record: version must be an integer")
+            chain = wire.migration_chain(version)
+            if chain is None:
+                raise wire.LogFormatError(wire.refusal(version, str(raw.get("service_version", "?"))))
+            self.migrations = chain
+            self.source_version = version
+            self.header = wire.decode_header(self._migrate(raw))
+        except wire.LogFormatError as exc:
+            raise LogReadError(self.path, 1, str(exc)) from None
+
+    def _first_line(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                line = f.readline()
+        except OSError as exc:
+            raise LogReadError(self.path, 0, f"cannot read: {exc.strerror or exc}") from None
+        if not line:
+            raise LogReadError(self.path, 0, "empty file: not an event log")
+        return line
+
+    def _load(self, line: bytes, number: int) -> dict[str, Any]:
+        try:
+            return wire.load(line)
+        except wire.LogFormatError as exc:
+            cut = "" if line.endswith(b"\n") else "; the record is cut short (the writer stopped mid-line?)"
+            raise LogReadError(self.path, number, f"{exc}{cut}") from None
+
+    def _migrate(self, raw: dict[str, Any]) -> dict[str, Any]:
+        for migration in self.migrations:
+            try:
+                raw = migration(raw)
+            except Exception as exc:  # a migration meets a record it cannot upgrade
+                raise wire.LogFormatError(
+                    f"cannot upgrade this record from format version {self.source_version}: {exc!r}"
+                ) from None
+        return raw
+
+    def records(self, offset: int = 0, number: int = 1) -> Iterator[LogLine]:
+        """The records from byte ``offset`` (which starts line ``number``) to the end."""
+        loads, check, migrations = orjson.loads, wire.check_envelope, self.migrations
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(offset)
+                for line in f:
+                    try:
+                        raw = loads(line)
+                        if migrations:
+                            raw = self._migrate(raw)
+                        check(raw)
+                    except (orjson.JSONDecodeError, wire.LogFormatError, AttributeError):
+                        raw = self._load(line, number)  # raises with the reason, unless it is JSON
+                        try:
+                            raw = check(self._migrate(raw))
+                        except wire.LogFormatError as exc:
+                            raise LogReadError(self.path, number, str(exc)) from None
+                    yield LogLine(number, offset, raw)
+                    offset += len(line)
+                    number += 1
+        except OSError as exc:
+            raise LogReadError(self.path, number, f"cannot read: {exc.strerror or exc}") from None
+
+    def latest_snapshot(self, until: int | None) -> LogLine | None:
+        """The last snapshot record with ``seq <= until`` (any, when ``until`` is None), by a cheap scan."""
+        found: LogLine | None = None
+        # The recorder writes seq, ts and k first (and a key-sorted copy has after and k first too),
+        # so a snapshot shows in a line's first bytes: only those lines are parsed.
+        marker = b'"snapshot"'
+        offset, number = 0, 1
+        try:
+            with open(self.path, "rb") as f:
+                for line in f:
+                    if marker in line[:128]:
+                        raw = self._load(line, number)
+                        if raw.get("k") == "snapshot":
+                            seq = raw.get("seq")
+                            if type(seq) is int and until is not None and seq > until:
+                                break
+                            found = LogLine(number, offset, raw)
+                    offset += len(line)
+                    number += 1
+        except OSError as exc:
+            raise LogReadError(self.path, number, f"cannot read: {exc.strerror or exc}") from None
+        if found is not None:
+            try:
+                found = LogLine(found.number, found.offset, wire.check_envelope(self._migrate(found.raw)))
+            except wire.LogFormatError as exc:
+                raise LogReadError(self.path, found.number, str(exc)) from None
+        return found

@@ -1,0 +1,371 @@
+"""A simulated shell that records what it does: the real fold and recorder, the core's simulated world.
+
+It plays the controller's part without a cluster: raw objects are redacted as
+the adapters redact them (secret values go to a vault, never into events), each
+event is folded with ``step`` and recorded, ticks plan, and the commands are
+carried out by ``SimulatedWorld`` whose outcomes are fed back as events. The
+example log (``examples/make_event_log.py``), the big benchmark log
+(``bench/make_big_log.py``) and the event-log tests are produced with it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from adapters.eventlog.recorder import Recorder
+from catalog_core.commands import (
+    Command,
+    CreateLiteLLMModel,
+    ProbeRuntime,
+    RecreateLiteLLMModel,
+    UpdateLiteLLMModel,
+)
+from catalog_core.config import CatalogConfig
+from catalog_core.events import (
+    CommandCompleted,
+    Event,
+    ObjectDeleted,
+    ObjectUpserted,
+    Outcome,
+    RuntimeProbed,
+    SourceKind,
+    SourceListed,
+    SourceUnavailable,
+    Ticked,
+    Unavailability,
+)
+from catalog_core.fold import Transition, step
+from catalog_core.redact import (
+    Redacted,
+    redact_activation,
+    redact_configmap,
+    redact_object,
+    redact_secret,
+)
+from catalog_core.simulate import SimulatedWorld
+from catalog_core.state import CatalogState, initial_state
+
+
+def redact_for(source: SourceKind, obj: Mapping[str, Any]) -> Redacted:
+    """What an adapter of ``source`` does to a raw object before it becomes an event."""
+    if source is SourceKind.SECRETS:
+        return redact_secret(obj)
+    if source is SourceKind.EXTERNAL_MODELS:
+        return redact_configmap(obj, "models.json")
+    if source is SourceKind.MODEL_ACTIVATIONS:
+        return redact_activation(obj)
+    return redact_object(obj)
+
+
+class SimulatedShell:
+    """Feeds events to the fold (recording every step) and carries out the commands in a simulated world."""
+
+    def __init__(
+        self,
+        config: CatalogConfig,
+        *,
+        recorder: Recorder | None = None,
+        world: SimulatedWorld | None = None,
+        now: float = 0.0,
+        executor: Callable[[Command], list[Event]] | None = None,
+        keep_history: bool = False,
+    ) -> None:
+        self.config = config
+        self.state: CatalogState = initial_state(config)
+        self.recorder = recorder
+        self.world = world if world is not None else SimulatedWorld()
+        self.now = now
+        self.vault: dict[str, str] = {}
+        self.commands: list[Command] = []  # every command emitted, in order
+        self.steps = 0
+        self.history: list[tuple[Event, Transition]] | None = [] if keep_history else None
+        self.executor = executor if executor is not None else self.world.execute
+
+    # --- events in -----------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> Transition:
+        result = step(self.state, event)
+        if self.recorder is not None:
+            self.recorder.record(event, result)
+        self.state = result.state
+        self.commands.extend(result.commands)
+        self.steps += 1
+        if self.history is not None:
+            self.history.append((event, result))
+        return result
+
+    def redact(self, source: SourceKind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        redacted = redact_for(source, obj)
+        self.vault.update(redacted.secrets)
+        return redacted.obj
+
+    def upsert(self, source: SourceKind, obj: Mapping[str, Any]) -> Transition:
+        return self.feed(ObjectUpserted(source, self.redact(source, obj)))
+
+    def delete(self, source: SourceKind, obj: Mapping[str, Any]) -> Transition:
+        return self.feed(ObjectDeleted(source, self.redact(source, obj)))
+
+    def listed(self, source: SourceKind, objects: Iterable[Mapping[str, Any]]) -> Transition:
+        return self.feed(SourceListed(source, tuple(self.redact(source, o) for o in objects)))
+
+    def not_installed(self, source: SourceKind) -> Transition:
+        return self.feed(SourceUnavailable(source, Unavailability.NOT_INSTALLED))
+
+    def secrets(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """Secrets the simulated cluster holds: redacted for the world, values into the vault."""
+        for obj in objects:
+            redacted = self.redact(SourceKind.SECRETS, obj)
+            self.world.secrets[str(redacted["metadata"]["name"])] = redacted
+
+    def rows_observed(self) -> Transition:
+        return self.feed(self.world.rows_event())
+
+    # --- planning and commands out -------------------------------------------------------------
+
+    def tick(self) -> tuple[Command, ...]:
+        return self.feed(Ticked(self.now)).commands
+
+    def execute(self, commands: Iterable[Command]) -> None:
+        for command in commands:
+            for event in self.executor(command):
+                self.feed(event)
+
+    def settle(self, *, rounds: int = 60, seconds_per_round: float = 1.0) -> int:
+        """Tick and carry out the commands until a tick emits nothing; returns the rounds taken."""
+        for n in range(rounds):
+            commands = self.tick()
+            if not commands:
+                return n
+            self.execute(commands)
+            self.now += seconds_per_round
+        raise RuntimeError(f"no fixed point after {rounds} rounds")
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+# --- a busy appliance ------------------------------------------------------------------------------
+
+NS = "ai"
+FEATURES = (["TextGeneration"], ["TextEmbedding"], ["TextGeneration"], ["Reranking"], ["SpeechToText"])
+
+
+def kubeai_model(i: int, ready: bool, rv: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {
+            "name": f"model-{i:02d}",
+            "namespace": NS,
+            "uid": f"00000000-0000-4000-8000-{i:012d}",
+            "resourceVersion": str(rv),
+            "annotations": {"ai-appliance.io/max-output-tokens": str(1024 * (1 + i % 8))},
+        },
+        "spec": {
+            "features": FEATURES[i % len(FEATURES)],
+            "engine": "VLLM" if i % 3 else "OLlama",
+            "url": f"hf://example/model-{i:02d}",
+            "resourceProfile": ("nvidia-gpu-l4:1", "cpu:2", "amd-gpu-mi210:1")[i % 3],
+            "args": [f"--max-model-len={4096 * (1 + i % 8)}", "--max-num-seqs=16"],
+        },
+        "status": {"replicas": {"all": 1, "ready": 1 if ready else 0}},
+    }
+
+
+def external_configmap(version: int, broken: bool) -> dict[str, Any]:
+    models = [
+        {
+            "name": f"cloud-{i:02d}",
+            "model": f"openai/cloud-{i:02d}",
+            "apiKeySecretRef": {"name": "openai-credentials", "key": "apiKey"},
+            "contextWindow": 8192 * (1 + (i + version) % 16),
+        }
+        for i in range(8)
+    ]
+    text = json.dumps({"models": models}, indent=2)
+    if broken:
+        text = text.replace("},\n    {", "}\n    {", 1)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "ai-external-models",
+            "namespace": NS,
+            "uid": "cm-ext",
+            "resourceVersion": str(version),
+        },
+        "data": {"models.json": text},
+    }
+
+
+def secret() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "openai-credentials",
+            "namespace": NS,
+            "uid": "sec-openai",
+            "resourceVersion": "1",
+        },
+        "data": {"apiKey": "c2stYmVuY2gtbm90LWEtcmVhbC1rZXk="},
+    }
+
+
+def activation(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "appliance.magicstick.dev/v1alpha1",
+        "kind": "ModelActivation",
+        "metadata": {"name": f"ft-{i}", "namespace": "ai-system", "uid": f"act-{i}"},
+        "spec": {"type": "local", "engine": "freetoken", "modelType": "chat"},
+    }
+
+
+def runtime(i: int, rv: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": f"ft-{i}-runtime",
+            "namespace": NS,
+            "uid": f"dep-ft-{i}",
+            "generation": 1,
+            "resourceVersion": str(rv),
+            "labels": {
+                "appliance.magicstick.dev/runtime": "freetoken",
+                "appliance.magicstick.dev/modelactivation": f"ft-{i}",
+            },
+            "annotations": {"ai-appliance.io/context-window": "16384"},
+        },
+        "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "rt", "image": "x"}]}}},
+        "status": {
+            "observedGeneration": 1,
+            "readyReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True"}],
+        },
+    }
+
+
+def service(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"ft-{i}-runtime", "namespace": NS, "uid": f"svc-{i}"},
+        "spec": {"ports": [{"name": "http", "port": 8080}]},
+    }
+
+
+def mesh_row(i: int) -> dict[str, Any]:
+    name = f"model-{i:02d}"
+    return {
+        "model_name": name,
+        "litellm_params": {
+            "model": f"openai/{name}",
+            "api_base": "http://mesh-bridge.ai.svc:8080/v1",
+            "order": 1,
+        },
+        "model_info": {
+            "id": f"private-mesh-{name}-peer",
+            "ai_appliance_owner": "private-mesh",
+            "ai_appliance_logical_name": name,
+            "ai_appliance_scheduler": {"locality": "mesh"},
+        },
+    }
+
+
+class BusyAppliance:
+    """A day in the life of an appliance, second by second (the workload of the big benchmark log and
+    of the recorder tests): what arrives, what the shell ticks for, and what its executors report."""
+
+    def __init__(
+        self, shell: SimulatedShell, rng: random.Random, kubeai: int = 12, runtimes: int = 3
+    ) -> None:
+        self.shell = shell
+        self.rng = rng
+        self.ready = {i: i % 5 != 4 for i in range(kubeai)}
+        self.rv = 1000
+        self.cm_version = 1
+        self.runtimes = runtimes
+        self.unhealthy_until: dict[str, float] = {}
+
+    def execute(self, command: Command) -> list[Event]:
+        if isinstance(command, ProbeRuntime):
+            healthy = self.unhealthy_until.get(command.runtime, 0.0) <= self.shell.now
+            return [RuntimeProbed(command.runtime, command.url, healthy, "" if healthy else "HTTP 503")]
+        writes = CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel
+        if isinstance(command, writes) and self.rng.random() < 0.05:
+            return [CommandCompleted(command.key, command.id, Outcome.RETRY, 2.0, "", "HTTP 500")]
+        return self.shell.world.execute(command)
+
+    def start(self) -> None:
+        shell = self.shell
+        shell.secrets([secret()])
+        for source in SourceKind:
+            if source is SourceKind.KUBEAI_MODELS:
+                shell.listed(source, [kubeai_model(i, r, self.rv) for i, r in self.ready.items()])
+            elif source is SourceKind.EXTERNAL_MODELS:
+                shell.listed(source, [external_configmap(self.cm_version, broken=False)])
+            elif source is SourceKind.MODEL_ACTIVATIONS:
+                shell.listed(source, [activation(i) for i in range(self.runtimes)])
+            elif source is SourceKind.FREETOKEN_DEPLOYMENTS:
+                shell.listed(source, [runtime(i, self.rv) for i in range(self.runtimes)])
+            elif source is SourceKind.SERVICES:
+                shell.listed(source, [service(i) for i in range(self.runtimes)])
+            elif source is not SourceKind.SECRETS:
+                shell.listed(source, [])
+        shell.rows_observed()
+        shell.settle()
+
+    def deadline_due(self) -> bool:
+        """Whether the shell would tick without new events: a health probe or a retry falls due."""
+        state, now = self.shell.state, self.shell.now
+        return any(h.probing_since is None and h.next_probe_at <= now for h in state.health.values()) or any(
+            r.not_before <= now for r in state.control.retries.values()
+        )
+
+    def second(self) -> None:
+        """One second of the appliance's life, as the shell sees it: the events that arrive, then a
+        tick when there were events or a deadline fell due, and the outcomes of its commands."""
+        shell, rng = self.shell, self.rng
+        shell.advance(1.0)
+        steps = shell.steps
+        self.rv += 1
+        roll = rng.random()
+        if roll < 0.15:
+            # A status-only update or a relist: the parsed object does not change.
+            i = rng.randrange(len(self.ready))
+            shell.upsert(SourceKind.KUBEAI_MODELS, kubeai_model(i, self.ready[i], self.rv))
+        elif roll < 0.25:
+            shell.upsert(SourceKind.FREETOKEN_DEPLOYMENTS, runtime(rng.randrange(self.runtimes), self.rv))
+        elif roll < 0.25 + 1 / 600:
+            # A model restarts or finishes pulling (about every ten minutes).
+            i = rng.randrange(len(self.ready))
+            self.ready[i] = not self.ready[i]
+            shell.upsert(SourceKind.KUBEAI_MODELS, kubeai_model(i, self.ready[i], self.rv))
+        elif roll < 0.25 + 1 / 600 + 1 / 3600:
+            # Someone edits the external models (about hourly), sometimes with a typo.
+            self.cm_version += 1
+            shell.upsert(SourceKind.EXTERNAL_MODELS, external_configmap(self.cm_version, rng.random() < 0.3))
+        elif roll < 0.25 + 1 / 600 + 2 / 3600:
+            # The Private Mesh adds or drops a fallback.
+            row = mesh_row(rng.randrange(len(self.ready)))
+            rid = row["model_info"]["id"]
+            if shell.world.rows.pop(rid, None) is None:
+                shell.world.rows[rid] = copy.deepcopy(row)
+        elif roll < 0.25 + 1 / 600 + 3 / 3600:
+            # A FreeToken runtime stops answering /health for a while.
+            name = f"ft-{rng.randrange(self.runtimes)}-runtime"
+            self.unhealthy_until[name] = shell.now + rng.choice((20.0, 45.0, 120.0))
+        if int(shell.now) % 30 == 0:
+            shell.rows_observed()
+        if shell.steps == steps and not self.deadline_due():
+            return
+        for _ in range(10):
+            before = shell.steps
+            shell.execute(shell.tick())
+            if shell.steps == before + 1:
+                return  # the tick was all: nothing came back

@@ -1,0 +1,796 @@
+"""The event log's wire format (issue 3): JSON Lines written with orjson through one cattrs converter.
+
+Every line is one record, an object whose first keys are ``seq`` (an integer,
+strictly increasing along a run: each record is the previous one's ``seq`` + 1,
+except the first record of a file and the record after a ``gap``), ``ts`` (the
+wall clock when it was recorded, ISO 8601 UTC, for humans only: decisions come
+from ``Ticked.now``) and ``k`` (the record kind):
+
+``header``
+    The first record of every file: ``format`` (always ``model-catalog/event-log``),
+    ``version`` (:data:`FORMAT_VERSION`), ``service_version``, ``run`` (an id of
+    the run), ``starts_run`` (false for a rotated file or a ring dump, which
+    open with a snapshot), ``origin`` (``log`` or ``ring-dump``),
+    ``state_schema`` (a fingerprint of the core state's shape, see
+    :func:`state_schema`), ``snapshot_every`` and ``config`` (the decision-
+    affecting configuration, ``CatalogConfig.as_env()``; checked by
+    :func:`config_env` to hold nothing secret).
+``event``
+    ``event``: one event exactly as the core received it (raw objects are the
+    redacted plain JSON the adapters produced).
+``commands``
+    ``answers`` (the ``seq`` of the event record just before it) and
+    ``commands``: what the fold emitted for that event, in order. An event whose
+    step emitted nothing has no commands record.
+``snapshot``
+    ``after`` (the ``seq`` of the last event folded into it, 0 for none) and
+    ``state``: the full core state, so replay can start here.
+``gap``
+    ``lost_from`` .. ``lost_to``: records that were never written (full disk,
+    the writer fell behind); the next record is a snapshot to continue from.
+
+Tagged unions carry the type in ``t``, from the registry tables below: a tag,
+once written, keeps its meaning forever (renaming a Python class changes
+nothing on the wire). Values serialize deterministically:
+
+- attrs classes: objects in field order; commands include their ``id``, which
+  is recomputed when read and must match (:class:`CommandIdError`);
+- ``PMap``: an object in the map's own iteration order. That order is fixed by
+  the CRC-32 trie (the same in every process) and, unlike sorted order, rebuilds
+  the exact trie when read back, including the order of keys whose hashes
+  collide, so a replay from a snapshot iterates (and so emits) exactly as the
+  live run did;
+- ``frozenset``: a sorted array; ``tuple``: an array; enums: their value;
+- ``Json``: the JSON value itself (its canonical text is rebuilt when read);
+- raw objects (``Mapping[str, Any]``): as received, key order kept (some
+  parsers take the first of several keys, so order is part of the input).
+
+Reading is strict (wrong types, unknown fields and unknown tags are errors),
+so a log is replayed exactly or refused, never misread.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from enum import Enum, StrEnum
+from typing import Any, Final, TypeAlias, Union, get_args, get_origin
+
+import attrs
+import orjson
+from cattrs import Converter
+from cattrs.errors import ClassValidationError, IterableValidationError
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.orjson import make_converter as _make_orjson_converter
+from cattrs.v import format_exception, transform_error
+
+from catalog_core import commands as cmd
+from catalog_core import events as ev
+from catalog_core.config import CatalogConfig, ConfigError
+from catalog_core.jsonval import Json
+from catalog_core.pmap import PMap
+from catalog_core.sources.external import InlineKey, SecretKeyRef
+from catalog_core.state import NO_MARKS, CatalogState, Marks, Pending
+
+FORMAT: Final = "model-catalog/event-log"
+FORMAT_VERSION: Final = 1
+SCHEMA_FILE: Final = "schemas/eventlog.schema.json"
+
+# --- the tag registry. Append only: a tag, once written, never changes meaning.
+EVENT_TAGS: Final[Mapping[type, str]] = {
+    ev.ObjectUpserted: "object-upserted",
+    ev.ObjectDeleted: "object-deleted",
+    ev.SourceListed: "source-listed",
+    ev.SourceUnavailable: "source-unavailable",
+    ev.LiteLLMRowsObserved: "litellm-rows-observed",
+    ev.LiteLLMUnreachable: "litellm-unreachable",
+    ev.RuntimeProbed: "runtime-probed",
+    ev.CommandCompleted: "command-completed",
+    ev.Ticked: "ticked",
+    ev.LeadershipChanged: "leadership-changed",
+}
+COMMAND_TAGS: Final[Mapping[type, str]] = {
+    cmd.CreateLiteLLMModel: "litellm-create",
+    cmd.UpdateLiteLLMModel: "litellm-update",
+    cmd.RecreateLiteLLMModel: "litellm-recreate",
+    cmd.DeleteLiteLLMModel: "litellm-delete",
+    cmd.WriteCatalog: "catalog-write",
+    cmd.PatchAgentTemplate: "agenttemplate-patch",
+    cmd.RollWorkload: "workload-roll",
+    cmd.EvictPod: "pod-evict",
+    cmd.ProbeRuntime: "runtime-probe",
+    cmd.EmitKubernetesEvent: "kubernetes-event",
+    cmd.WatchSecrets: "secrets-watch",
+}
+API_KEY_REF_TAGS: Final[Mapping[type, str]] = {
+    cmd.LiteralKey: "literal",
+    cmd.SecretKey: "secret",
+    cmd.InlineKeyRef: "inline",
+}
+API_KEY_SPEC_TAGS: Final[Mapping[type, str]] = {
+    SecretKeyRef: "secret-ref",
+    InlineKey: "inline",
+}
+TAG = "t"
+RECORD_KINDS: Final = ("header", "event", "commands", "snapshot", "gap")
+ORIGINS: Final = ("log", "ring-dump")
+
+# orjson refuses anything that is not plain JSON (datetimes, dataclasses, str/int/dict subclasses),
+# so a value that would come back as another type is never written.
+_DUMP_OPTIONS: Final = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+class LogFormatError(ValueError):
+    """A record that cannot be read as this format says (the message says why)."""
+
+
+class CommandIdError(LogFormatError):
+    """A command whose recorded id is not the id of its content."""
+
+
+class UnsafeConfigError(ValueError):
+    """The configuration cannot be recorded without writing something secret, or would not replay."""
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not plain JSON")
+
+
+def dumps(value: Any) -> bytes:
+    """orjson, plain JSON only (see ``_DUMP_OPTIONS``); raises ``TypeError`` otherwise."""
+    return orjson.dumps(value, default=_refuse, option=_DUMP_OPTIONS)
+
+
+# --- the converter -----------------------------------------------------------------------------
+
+
+def _strict_str(value: Any, _: Any) -> str:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strict_int(value: Any, _: Any) -> int:
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _strict_float(value: Any, _: Any) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _strict_bool(value: Any, _: Any) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
+def _is_union(tp: Any) -> bool:
+    return get_origin(tp) is Union or isinstance(tp, types.UnionType)
+
+
+def _is_raw_mapping(tp: Any) -> bool:
+    return get_origin(tp) is Mapping and get_args(tp) == (str, Any)
+
+
+def _raw_object(value: Any, _: Any) -> dict[str, Any]:
+    if type(value) is not dict:
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _register_tagged_union(converter: Converter, tags: Mapping[type, str]) -> None:
+    """Un/structure a union of attrs classes (optionally ``| None``) as ``{"t": tag, **fields}``."""
+    members = frozenset(tags)
+    by_tag = {tag: cls for cls, tag in tags.items()}
+    if len(by_tag) != len(tags):
+        raise ValueError("duplicate tags")
+    names = ", ".join(sorted(by_tag))
+
+    def matches(tp: Any) -> bool:
+        return _is_union(tp) and frozenset(get_args(tp)) - {type(None)} == members
+
+    un_hooks = {cls: converter.get_unstructure_hook(cls) for cls in tags}
+    st_hooks = {tag: (cls, converter.get_structure_hook(cls)) for tag, cls in by_tag.items()}
+
+    def unstructure(value: Any) -> Any:
+        if value is None:
+            return None
+        return {TAG: tags[type(value)], **un_hooks[type(value)](value)}
+
+    def structure_for(tp: Any) -> Callable[[Any, Any], Any]:
+        optional = type(None) in get_args(tp)
+
+        def structure(value: Any, _: Any) -> Any:
+            if value is None and optional:
+                return None
+            if type(value) is not dict:
+                raise TypeError(f"expected an object, got {type(value).__name__}")
+            tag = value.get(TAG)
+            entry = st_hooks.get(tag) if isinstance(tag, str) else None
+            if entry is None:
+                raise LogFormatError(f"unknown type tag {tag!r} (known: {names})")
+            cls, hook = entry
+            rest = dict(value)
+            del rest[TAG]
+            return hook(rest, cls)
+
+        return structure
+
+    converter.register_unstructure_hook_func(matches, unstructure)
+    converter.register_structure_hook_factory(matches, structure_for)
+
+
+def _register_command_ids(converter: Converter) -> None:
+    """Commands carry their computed ``id``: written as is, recomputed when read and checked."""
+    for cls in COMMAND_TAGS:
+        converter.register_unstructure_hook(
+            cls, make_dict_unstructure_fn(cls, converter, _cattrs_include_init_false=True)
+        )
+        base: Callable[[Any, Any], Any] = make_dict_structure_fn(
+            cls, converter, _cattrs_forbid_extra_keys=True
+        )
+
+        def structure(value: Any, _: Any, _base: Any = base, _cls: type = cls) -> Any:
+            if type(value) is not dict:
+                raise TypeError(f"expected an object, got {type(value).__name__}")
+            rest = dict(value)
+            recorded = rest.pop("id", None)
+            if not isinstance(recorded, str):
+                raise LogFormatError("command without its id")
+            command = _base(rest, _cls)
+            if command.id != recorded:
+                raise CommandIdError(
+                    f"{COMMAND_TAGS[_cls]}: recorded id {recorded} but its content has id {command.id}"
+                )
+            return command
+
+        converter.register_structure_hook(cls, structure)
+
+
+def _pmap_unstructure(converter: Converter) -> Callable[[Any], Callable[[Any], Any]]:
+    def factory(tp: Any) -> Callable[[Any], Any]:
+        args = get_args(tp)
+        hook = converter.get_unstructure_hook(args[0]) if args else (lambda v: v)
+
+        def unstructure(value: PMap[Any]) -> dict[str, Any]:
+            return {k: hook(v) for k, v in value.items()}
+
+        return unstructure
+
+    return factory
+
+
+def _pmap_structure(converter: Converter) -> Callable[[Any], Callable[[Any, Any], Any]]:
+    def factory(tp: Any) -> Callable[[Any, Any], Any]:
+        args = get_args(tp)
+        value_type = args[0] if args else Any
+        hook = converter.get_structure_hook(value_type)
+
+        def structure(value: Any, _: Any) -> PMap[Any]:
+            if type(value) is not dict:
+                raise TypeError(f"expected an object, got {type(value).__name__}")
+            return PMap.of((k, hook(v, value_type)) for k, v in value.items())
+
+        return structure
+
+    return factory
+
+
+def _frozenset_unstructure(converter: Converter) -> Callable[[Any], Callable[[Any], Any]]:
+    def factory(tp: Any) -> Callable[[Any], Any]:
+        args = get_args(tp)
+        hook = converter.get_unstructure_hook(args[0]) if args else (lambda v: v)
+        return lambda value: sorted(hook(v) for v in value)
+
+    return factory
+
+
+def _frozenset_structure(converter: Converter) -> Callable[[Any], Callable[[Any, Any], Any]]:
+    def factory(tp: Any) -> Callable[[Any, Any], Any]:
+        args = get_args(tp)
+        item_type = args[0] if args else Any
+        hook = converter.get_structure_hook(item_type)
+
+        def structure(value: Any, _: Any) -> frozenset[Any]:
+            if type(value) is not list:
+                raise TypeError(f"expected an array, got {type(value).__name__}")
+            return frozenset(hook(v, item_type) for v in value)
+
+        return structure
+
+    return factory
+
+
+def _enum_structure(value: Any, tp: Any) -> Any:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    try:
+        return tp(value)
+    except ValueError:
+        known = ", ".join(str(m.value) for m in tp)
+        raise LogFormatError(f"{value!r} is not a {tp.__name__} (known: {known})") from None
+
+
+def _enum_unstructure(value: Enum) -> Any:
+    return value.value
+
+
+def _json_structure(value: Any, _: Any) -> Json:
+    return Json.of(value)
+
+
+def _generic(cls: Any) -> Callable[[Any], bool]:
+    """``cls`` itself or any parametrisation of it (``PMap[str]``, ``frozenset[str]``)."""
+    return lambda tp: tp is cls or get_origin(tp) is cls
+
+
+_MARK_FIELDS: Final = ("items", "names", "ids", "records", "logical")
+
+
+def _marks_unstructure(marks: Marks) -> list[str]:
+    """A persistent stack of marks as a flat array, top first (rebuilt exactly by ``_marks_structure``)."""
+    out: list[str] = []
+    while marks:
+        out.append(marks[0])
+        marks = marks[1]
+    return out
+
+
+def _marks_structure(value: Any, _: Any) -> Marks:
+    if type(value) is not list or not all(type(v) is str for v in value):
+        raise LogFormatError("expected an array of strings")
+    marks: Marks = NO_MARKS
+    for key in reversed(value):
+        marks = (key, marks)
+    return marks
+
+
+def _register_pending(c: Converter) -> None:
+    unstructure: dict[str, Any] = {f: override(unstruct_hook=_marks_unstructure) for f in _MARK_FIELDS}
+    structure: dict[str, Any] = {f: override(struct_hook=_marks_structure) for f in _MARK_FIELDS}
+    c.register_unstructure_hook(Pending, make_dict_unstructure_fn(Pending, c, **unstructure))
+    c.register_structure_hook(
+        Pending, make_dict_structure_fn(Pending, c, _cattrs_forbid_extra_keys=True, **structure)
+    )
+
+
+def make_converter(*, detailed_validation: bool = False) -> Converter:
+    """The event log's converter. Replay uses the fast one and re-reads a bad record with the detailed one."""
+    c = _make_orjson_converter(forbid_extra_keys=True, detailed_validation=detailed_validation)
+    # Class hooks (they win over predicate hooks); a subclass gets the hook of the nearest class in its
+    # MRO, so bool (an int) and the core's enums (StrEnums, so strs) need their own.
+    c.register_structure_hook(str, _strict_str)
+    c.register_structure_hook(int, _strict_int)
+    c.register_structure_hook(float, _strict_float)
+    c.register_structure_hook(bool, _strict_bool)
+    c.register_unstructure_hook(StrEnum, _enum_unstructure)
+    c.register_structure_hook(StrEnum, _enum_structure)
+    c.register_unstructure_hook(Json, lambda v: orjson.loads(v.text))
+    c.register_structure_hook(Json, _json_structure)
+    c.register_unstructure_hook_func(_is_raw_mapping, lambda v: v if type(v) is dict else dict(v))
+    c.register_structure_hook_func(_is_raw_mapping, _raw_object)
+    c.register_unstructure_hook_factory(_generic(PMap), _pmap_unstructure(c))
+    c.register_structure_hook_factory(_generic(PMap), _pmap_structure(c))
+    c.register_unstructure_hook_factory(_generic(frozenset), _frozenset_unstructure(c))
+    c.register_structure_hook_factory(_generic(frozenset), _frozenset_structure(c))
+    _register_tagged_union(c, API_KEY_REF_TAGS)
+    _register_tagged_union(c, API_KEY_SPEC_TAGS)
+    _register_command_ids(c)
+    _register_tagged_union(c, COMMAND_TAGS)
+    _register_tagged_union(c, EVENT_TAGS)
+    _register_pending(c)
+    return c
+
+
+CONVERTER: Final = make_converter()
+DETAILED: Final = make_converter(detailed_validation=True)
+
+Commands: TypeAlias = tuple[cmd.Command, ...]
+
+
+def _explain(exc: BaseException, path: str) -> str:
+    def fmt(e: BaseException, tp: type | None) -> str:
+        if isinstance(e, LogFormatError | TypeError) and not isinstance(e, ClassValidationError):
+            return str(e)
+        return format_exception(e, tp)
+
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        return "; ".join(transform_error(exc, path, fmt))
+    return f"{fmt(exc, None)} @ {path}"
+
+
+def _structure(value: Any, tp: Any, path: str) -> Any:
+    """Structure fast; on failure, structure again with detailed validation for a readable reason."""
+    try:
+        return CONVERTER.structure(value, tp)
+    except Exception:
+        try:
+            DETAILED.structure(value, tp)
+        except Exception as exc:
+            raise LogFormatError(_explain(exc, path)) from None
+        raise LogFormatError(f"unreadable value @ {path}") from None
+
+
+# --- values ------------------------------------------------------------------------------------
+
+
+def unstructure_event(event: ev.Event) -> dict[str, Any]:
+    out: dict[str, Any] = CONVERTER.unstructure(event, ev.Event)
+    return out
+
+
+def unstructure_commands(commands: Iterable[cmd.Command]) -> list[dict[str, Any]]:
+    hook = CONVERTER.get_unstructure_hook(cmd.Command)
+    return [hook(c) for c in commands]
+
+
+def unstructure_state(state: CatalogState) -> dict[str, Any]:
+    out: dict[str, Any] = CONVERTER.unstructure(state, CatalogState)
+    return out
+
+
+def structure_event(value: Any, path: str = "$.event") -> ev.Event:
+    event: ev.Event = _structure(value, ev.Event, path)
+    return event
+
+
+def structure_commands(value: Any, path: str = "$.commands") -> Commands:
+    if type(value) is not list:
+        raise LogFormatError(f"expected an array @ {path}")
+    commands: Commands = _structure(value, Commands, path)
+    return commands
+
+
+def structure_state(value: Any, path: str = "$.state") -> CatalogState:
+    state: CatalogState = _structure(value, CatalogState, path)
+    return state
+
+
+# --- records -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Header:
+    seq: int
+    ts: str
+    service_version: str
+    run: str
+    starts_run: bool
+    origin: str
+    state_schema: str
+    snapshot_every: int
+    config: Mapping[str, str]
+    format: str = FORMAT
+    version: int = FORMAT_VERSION
+
+    def catalog_config(self) -> CatalogConfig:
+        config = CatalogConfig.from_env(self.config)
+        if isinstance(config, ConfigError):
+            raise LogFormatError(f"header: invalid configuration: {config}")
+        return config
+
+
+@attrs.frozen
+class EventRecord:
+    seq: int
+    ts: str
+    event: ev.Event
+
+
+@attrs.frozen
+class CommandsRecord:
+    seq: int
+    ts: str
+    answers: int
+    commands: Commands
+
+
+@attrs.frozen
+class SnapshotRecord:
+    seq: int
+    ts: str
+    after: int
+    state: CatalogState
+
+
+@attrs.frozen
+class GapRecord:
+    seq: int
+    ts: str
+    lost_from: int
+    lost_to: int
+    reason: str
+
+
+Record = Header | EventRecord | CommandsRecord | SnapshotRecord | GapRecord
+
+
+def encode_header(header: Header) -> bytes:
+    return dumps(
+        {
+            "seq": header.seq,
+            "ts": header.ts,
+            "k": "header",
+            "format": header.format,
+            "version": header.version,
+            "service_version": header.service_version,
+            "run": header.run,
+            "starts_run": header.starts_run,
+            "origin": header.origin,
+            "state_schema": header.state_schema,
+            "snapshot_every": header.snapshot_every,
+            "config": dict(header.config),
+        }
+    )
+
+
+def encode_event(seq: int, ts: str, event: ev.Event) -> bytes:
+    return dumps({"seq": seq, "ts": ts, "k": "event", "event": unstructure_event(event)})
+
+
+def encode_commands(seq: int, ts: str, answers: int, commands: Iterable[cmd.Command]) -> bytes:
+    body = unstructure_commands(commands)
+    return dumps({"seq": seq, "ts": ts, "k": "commands", "answers": answers, "commands": body})
+
+
+def encode_snapshot(seq: int, ts: str, after: int, state: CatalogState) -> bytes:
+    return dumps({"seq": seq, "ts": ts, "k": "snapshot", "after": after, "state": unstructure_state(state)})
+
+
+def encode_gap(seq: int, ts: str, lost_from: int, lost_to: int, reason: str) -> bytes:
+    return dumps(
+        {"seq": seq, "ts": ts, "k": "gap", "lost_from": lost_from, "lost_to": lost_to, "reason": reason}
+    )
+
+
+def encode(record: Record) -> bytes:
+    if isinstance(record, Header):
+        return encode_header(record)
+    if isinstance(record, EventRecord):
+        return encode_event(record.seq, record.ts, record.event)
+    if isinstance(record, CommandsRecord):
+        return encode_commands(record.seq, record.ts, record.answers, record.commands)
+    if isinstance(record, SnapshotRecord):
+        return encode_snapshot(record.seq, record.ts, record.after, record.state)
+    return encode_gap(record.seq, record.ts, record.lost_from, record.lost_to, record.reason)
+
+
+_ENVELOPE: Final = {
+    "header": frozenset(
+        {
+            "format",
+            "version",
+            "service_version",
+            "run",
+            "starts_run",
+            "origin",
+            "state_schema",
+            "snapshot_every",
+            "config",
+        }
+    ),
+    "event": frozenset({"event"}),
+    "commands": frozenset({"answers", "commands"}),
+    "snapshot": frozenset({"after", "state"}),
+    "gap": frozenset({"lost_from", "lost_to", "reason"}),
+}
+
+
+def load(line: bytes) -> dict[str, Any]:
+    """One line to a JSON object (nothing else checked: see :func:`check_envelope`)."""
+    try:
+        raw = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise LogFormatError(f"not JSON ({exc})") from None
+    if type(raw) is not dict:
+        raise LogFormatError("a record must be a JSON object")
+    return raw
+
+
+def check_envelope(raw: dict[str, Any]) -> dict[str, Any]:
+    """``seq``, ``ts``, ``k`` and exactly the keys of the record's kind (of the current format version)."""
+    kind = raw.get("k")
+    full = _KEYS.get(kind) if isinstance(kind, str) else None
+    if full is None or not isinstance(kind, str):
+        raise LogFormatError(f"unknown record kind {kind!r} (known: {', '.join(RECORD_KINDS)})")
+    seq = raw.get("seq")
+    if type(seq) is not int or seq < 0:
+        raise LogFormatError("seq must be a non-negative integer")
+    if type(raw.get("ts")) is not str:
+        raise LogFormatError("ts must be a string")
+    if raw.keys() != full:
+        keys = raw.keys() - {"seq", "ts", "k"}
+        expected = _ENVELOPE[kind]
+        missing, extra = sorted(expected - keys), sorted(keys - expected)
+        why = "; ".join(
+            part
+            for part in (
+                f"missing {', '.join(missing)}" if missing else "",
+                f"unknown {', '.join(extra)}" if extra else "",
+            )
+            if part
+        )
+        raise LogFormatError(f"{kind} record: {why}")
+    return raw
+
+
+_KEYS: Final = {kind: keys | {"seq", "ts", "k"} for kind, keys in _ENVELOPE.items()}
+
+
+def parse_line(line: bytes) -> dict[str, Any]:
+    """One line of a current-version log to its raw record, envelope checked."""
+    return check_envelope(load(line))
+
+
+def _int_field(raw: Mapping[str, Any], name: str, kind: str) -> int:
+    value = raw[name]
+    if type(value) is not int:
+        raise LogFormatError(f"{kind} record: {name} must be an integer")
+    return value
+
+
+def decode_header(raw: Mapping[str, Any]) -> Header:
+    """A header record (any version: call :func:`check_version` before reading further)."""
+    if raw.get("format") != FORMAT:
+        raise LogFormatError(f"not a model-catalog event log (format {raw.get('format')!r})")
+    strings = ("service_version", "run", "origin", "state_schema")
+    for name in strings:
+        if type(raw.get(name)) is not str:
+            raise LogFormatError(f"header record: {name} must be a string")
+    if type(raw.get("starts_run")) is not bool:
+        raise LogFormatError("header record: starts_run must be true or false")
+    if raw["origin"] not in ORIGINS:
+        raise LogFormatError(f"header record: unknown origin {raw['origin']!r}")
+    config = raw.get("config")
+    if type(config) is not dict or not all(type(v) is str for v in config.values()):
+        raise LogFormatError("header record: config must map names to strings")
+    return Header(
+        seq=raw["seq"],
+        ts=raw["ts"],
+        service_version=raw["service_version"],
+        run=raw["run"],
+        starts_run=raw["starts_run"],
+        origin=raw["origin"],
+        state_schema=raw["state_schema"],
+        snapshot_every=_int_field(raw, "snapshot_every", "header"),
+        config=config,
+        format=raw["format"],
+        version=_int_field(raw, "version", "header"),
+    )
+
+
+def decode(raw: Mapping[str, Any]) -> Record:
+    """A raw record (from :func:`parse_line`) to its typed value."""
+    kind, seq, ts = raw["k"], raw["seq"], raw["ts"]
+    if kind == "header":
+        return decode_header(raw)
+    if kind == "event":
+        return EventRecord(seq, ts, structure_event(raw["event"]))
+    if kind == "commands":
+        return CommandsRecord(seq, ts, _int_field(raw, "answers", kind), structure_commands(raw["commands"]))
+    if kind == "snapshot":
+        return SnapshotRecord(seq, ts, _int_field(raw, "after", kind), structure_state(raw["state"]))
+    if type(raw["reason"]) is not str:
+        raise LogFormatError("gap record: reason must be a string")
+    return GapRecord(
+        seq, ts, _int_field(raw, "lost_from", kind), _int_field(raw, "lost_to", kind), raw["reason"]
+    )
+
+
+# --- versions and migrations -------------------------------------------------------------------
+
+Migration: TypeAlias = Callable[[dict[str, Any]], dict[str, Any]]
+# MIGRATIONS[v] upgrades one raw record (header included) of format version v to version v + 1.
+# Version 1 is the first format: nothing to migrate from yet.
+MIGRATIONS: dict[int, Migration] = {}
+
+
+def migration_chain(version: int) -> list[Migration] | None:
+    """The migrations that bring a record of ``version`` to :data:`FORMAT_VERSION`, or None if impossible."""
+    if version > FORMAT_VERSION or version < 0:
+        return None
+    chain = []
+    for v in range(version, FORMAT_VERSION):
+        step = MIGRATIONS.get(v)
+        if step is None:
+            return None
+        chain.append(step)
+    return chain
+
+
+def refusal(version: int, service_version: str) -> str:
+    """Why a log of ``version`` cannot be read (for the error message)."""
+    if version > FORMAT_VERSION:
+        return (
+            f"format version {version} was written by a newer model-catalog ({service_version}); "
+            f"this one reads versions up to {FORMAT_VERSION}"
+        )
+    missing = (
+        next(v for v in range(version, FORMAT_VERSION) if v not in MIGRATIONS) if version >= 0 else version
+    )
+    return (
+        f"format version {version} (written by model-catalog {service_version}) cannot be read: "
+        f"no migration from version {missing} to {missing + 1} is defined"
+    )
+
+
+# --- the header's configuration and state shape ------------------------------------------------
+
+_SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH)$", re.IGNORECASE)
+_USERINFO = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]*@", re.IGNORECASE)
+
+
+def config_env(config: CatalogConfig) -> dict[str, str]:
+    """``config.as_env()`` checked for the header: no secret-looking variable, no credentials in a URL,
+    and it reads back as the same configuration (else a replay would decide differently)."""
+    env = config.as_env()
+    for name, value in env.items():
+        if _SECRET_NAME.search(name):
+            raise UnsafeConfigError(f"{name} looks like a secret; it cannot go into the event log header")
+        if _USERINFO.match(value.strip()):
+            raise UnsafeConfigError(f"{name} carries credentials in its URL; the event log would record them")
+    if CatalogConfig.from_env(env) != config:
+        raise UnsafeConfigError("the configuration does not read back from its environment spelling")
+    return env
+
+
+def _type_text(tp: Any) -> str:
+    if isinstance(tp, type) and not get_args(tp):
+        return f"{tp.__module__}.{tp.__qualname__}"
+    if _is_union(tp):
+        return " | ".join(sorted(_type_text(a) for a in get_args(tp)))
+    origin = get_origin(tp)
+    if origin is not None:
+        return f"{_type_text(origin)}[{', '.join(_type_text(a) for a in get_args(tp))}]"
+    return repr(tp)
+
+
+def _walk_types(tp: Any) -> Iterable[Any]:
+    yield tp
+    for arg in get_args(tp):
+        yield from _walk_types(arg)
+
+
+def state_schema() -> str:
+    """A fingerprint of the shape of ``CatalogState``: every attrs class and enum reachable from it, with
+    field names, types and enum values. A snapshot is read only by code with the same fingerprint."""
+    parts: dict[str, Any] = {}
+    todo: list[Any] = [CatalogState]
+    while todo:
+        tp = todo.pop()
+        name = _type_text(tp)
+        if name in parts:
+            continue
+        if isinstance(tp, type) and issubclass(tp, Enum):
+            parts[name] = sorted(str(m.value) for m in tp)
+            continue
+        if not (isinstance(tp, type) and attrs.has(tp)):
+            continue
+        hints = typing.get_type_hints(tp)
+        parts[name] = [[f.name, _type_text(hints[f.name])] for f in attrs.fields(tp)]
+        for f in attrs.fields(tp):
+            for inner in _walk_types(hints[f.name]):
+                todo.append(inner)
+    text = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+STATE_SCHEMA: Final = state_schema()
+
+
+def timestamp(seconds: float) -> str:
+    """Wall-clock seconds as ISO 8601 UTC with milliseconds (the ``ts`` of a record)."""
+    moment = _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

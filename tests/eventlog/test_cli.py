@@ -1,0 +1,246 @@
+"""``model-catalog replay`` and ``explain`` on the example log: exit codes, output, refusals."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from adapters.eventlog.recorder import service_version
+from app.cli import main
+from contracts import eventlog as wire
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    with open(path, "rb") as f:
+        return [orjson.loads(line) for line in f]
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+STALE = "examples/event-log.jsonl is stale: regenerate it with .venv/bin/python examples/make_event_log.py"
+
+
+def test_the_example_replays_identically(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "replay", str(example_log), "--verify")
+    assert code == 0, f"{out}\n{STALE} (if the fold's behaviour changed on purpose)"
+    assert out.startswith(f"verified {example_log}: 107 events (seq 1..130), 40 commands and 2 snapshots")
+
+
+def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, "replay", str(example_log))
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 40
+    assert "51 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
+    assert "kubernetes-event Warning on ConfigMap ai/ai-external-models: InvalidJSON" in out
+    assert any(line.startswith("108 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
+    assert "replayed 107 events (seq 1..130): 40 commands" in err
+
+
+def test_replay_json_is_byte_for_byte_what_was_recorded(
+    example_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _cli(capsys, "replay", str(example_log), "--json")
+    assert code == 0
+    replayed = [orjson.loads(line) for line in out.splitlines()]
+    recorded = [
+        {"answers": r["answers"], "command": c}
+        for r in _records(example_log)
+        if r["k"] == "commands"
+        for c in r["commands"]
+    ]
+    assert [orjson.dumps(r) for r in replayed] == [orjson.dumps(r) for r in recorded]
+
+
+def test_until_and_from_snapshot(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snapshots = [r["seq"] for r in _records(example_log) if r["k"] == "snapshot"]
+    assert len(snapshots) == 2
+    code, out, _ = _cli(capsys, "replay", str(example_log), "--until", "60")
+    assert code == 0 and all(int(line.split()[0]) <= 60 for line in out.splitlines())
+    code, tail, err = _cli(capsys, "replay", str(example_log), "--from-snapshot", "--until", "120")
+    assert code == 0
+    assert f"replaying from the snapshot at seq {snapshots[-1]}" in err
+    full = _cli(capsys, "replay", str(example_log))[1].splitlines()
+    expected = [line for line in full if snapshots[-1] < int(line.split()[0]) <= 120]
+    assert tail.splitlines() == expected
+    code, _, err = _cli(capsys, "replay", str(example_log), "--from-snapshot", "--until", "20")
+    assert code == 2 and "no snapshot at or before seq 20" in err
+    code, out, _ = _cli(capsys, "replay", str(example_log), "--from-snapshot", "--verify")
+    assert code == 0 and "replay identically" in out
+
+
+def test_explain_tells_the_story_of_a_withdrawn_runtime(
+    example_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _cli(capsys, "explain", str(example_log), "phi-4-mini")
+    assert code == 0
+    story = out.splitlines()
+    assert story[0].startswith("phi-4-mini in ")
+    published = next(i for i, line in enumerate(story) if "-> published Published" in line)
+    failed = next(i for i, line in enumerate(story) if "-> withheld HealthCheckFailed" in line)
+    deleted = next(
+        i for i, line in enumerate(story) if "litellm-delete ai-appliance-freetoken-phi-4-mini" in line
+    )
+    assert published < failed < deleted
+    assert sum("probe of phi-4-mini-freetoken: unhealthy (HTTP 503" in line for line in story[:failed]) == 2
+    assert "catalog entry removed" in out
+    assert "final state (after seq 130): not published" in out
+    assert "why: HealthCheckFailed: its runtime failed two health probes in a row" in out
+
+
+def test_explain_shows_the_mesh_fallback_and_the_starting_model(
+    example_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _cli(capsys, "explain", str(example_log), "llama-3.1-8b")
+    assert code == 0
+    assert (
+        "LiteLLM row private-mesh-llama-3.1-8b-peer-a appeared: llama-3.1-8b owner private-mesh, order 1"
+        in out
+    )
+    assert "routes: order 0 local model-catalog, order 1 mesh private-mesh aliases=mesh/llama-3.1-8b" in out
+    code, out, _ = _cli(capsys, "explain", str(example_log), "qwen2.5-coder-7b")
+    assert "withheld NotReady (status.replicas.ready is not a positive number) -> withheld Pending" in out
+    assert "kubeai-models: upserted Model qwen2.5-coder-7b" in out
+    code, out, _ = _cli(capsys, "explain", str(example_log), "gpt-4o")
+    assert "ConfigMap ai-external-models: InvalidJSON (models.json: Expecting ',' delimiter" in out
+    assert "ConfigMap ai-external-models is readable again" in out
+
+
+def test_explain_json_and_unknown_models(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "explain", str(example_log), "phi-4-mini", "--json")
+    assert code == 0
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert lines[-1]["final"]["published"] is False
+    assert any(c["t"] == "litellm-delete" for line in lines[:-1] for c in line["commands"])
+    code, out, err = _cli(capsys, "explain", str(example_log), "no-such-model")
+    assert code == 1 and out == ""
+    assert "no-such-model never appears" in err and "phi-4-mini" in err
+
+
+def test_a_log_of_an_unknown_version_is_refused(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = _records(example_log)
+    records[0]["version"] = wire.FORMAT_VERSION + 1
+    code, out, err = _cli(capsys, "replay", str(_write(tmp_path / "newer.jsonl", records)), "--verify")
+    assert code == 2 and out == ""
+    assert "format version 2 was written by a newer model-catalog" in err and ":1:" in err
+    records[0]["version"] = 0
+    code, _, err = _cli(capsys, "replay", str(_write(tmp_path / "older.jsonl", records)))
+    assert code == 2
+    assert "format version 0 (written by model-catalog" in err
+    assert "no migration from version 0 to 1 is defined" in err
+    records[0]["format"] = "something-else"
+    code, _, err = _cli(capsys, "explain", str(_write(tmp_path / "other.jsonl", records)), "x")
+    assert code == 2 and "not a model-catalog event log" in err
+
+
+def test_an_older_version_with_a_migration_is_replayed(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A version 0 that named the commands record's reference "event" instead of "answers".
+    records = _records(example_log)
+    records[0]["version"] = 0
+    for record in records:
+        if record["k"] == "commands":
+            record["event"] = record.pop("answers")
+    old = _write(tmp_path / "v0.jsonl", records)
+    code, _, err = _cli(capsys, "replay", str(old), "--verify")
+    assert code == 2 and "no migration from version 0" in err
+
+    def v0_to_v1(raw: dict[str, Any]) -> dict[str, Any]:
+        if raw.get("k") == "header":
+            return {**raw, "version": 1}
+        if raw.get("k") == "commands":
+            raw = dict(raw)
+            raw["answers"] = raw.pop("event")
+        return raw
+
+    monkeypatch.setitem(wire.MIGRATIONS, 0, v0_to_v1)
+    code, out, err = _cli(capsys, "replay", str(old), "--verify")
+    assert code == 0, err
+    assert "replay identically" in out
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda lines: lines.__setitem__(40, lines[40][:55] + b"\n"), r":41: not JSON \("),
+        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":131: not JSON .* the record is cut short"),
+        (
+            lambda lines: lines.__setitem__(30, lines[30].replace(b'"k":"event"', b'"k":"evnt"')),
+            r":31: unknown record kind 'evnt'",
+        ),
+        (
+            lambda lines: lines.__setitem__(30, lines[30].replace(b'"t":"command-completed"', b'"t":"done"')),
+            r":31: event record: unknown type tag 'done'",
+        ),
+        (
+            lambda lines: lines.__setitem__(19, lines[19].replace(b'"now":', b'"now":"soon","was":')),
+            r":20: event record: expected a number, got str @ \$.event.now",
+        ),
+        (lambda lines: lines.__delitem__(50), r":51: seq 51 after seq 49: records 50..50 are missing"),
+        (lambda lines: lines.insert(10, b"\n"), r":11: not JSON"),
+        (lambda lines: lines.__delitem__(0), r":1: the first record is not a header"),
+    ],
+)
+def test_a_damaged_log_is_reported_with_file_line_and_reason(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, message: str
+) -> None:
+    lines = example_log.read_bytes().splitlines(keepends=True)
+    damage(lines)
+    path = tmp_path / "damaged.jsonl"
+    path.write_bytes(b"".join(lines))
+    for command in (["replay", str(path), "--verify"], ["explain", str(path), "phi-4-mini"]):
+        code, _, err = _cli(capsys, *command)
+        assert code == 2
+        assert err.startswith(f"model-catalog: {path}:")
+        assert err.strip().splitlines()[-1].startswith("model-catalog:")
+        assert re.search(message, err), err
+
+
+def test_a_missing_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _cli(capsys, "replay", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and "cannot read: No such file or directory" in err
+
+
+def test_the_installed_command_runs(example_log: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "replay", str(example_log), "--verify"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "replay identically" in done.stdout
+
+
+def test_the_example_log_is_what_its_generator_writes(example_log: Path, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("make_event_log", example_log.parent / "make_event_log.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fresh = tmp_path / "event-log.jsonl"
+    module.generate(fresh)
+    committed, regenerated = _records(example_log), _records(fresh)
+    # Only the service version may differ (regenerate the example when it does).
+    assert regenerated[0]["service_version"] == service_version()
+    committed[0]["service_version"] = regenerated[0]["service_version"]
+    assert committed == regenerated, STALE
+    assert fresh.stat().st_size < 600_000
