@@ -106,17 +106,19 @@ def catalog_inputs_known(state: CatalogState) -> bool:
 
 
 def wanted_secret_names(state: CatalogState) -> frozenset[str]:
-    return frozenset(ref[len("secret/") :] for ref in state.derived.refs if ref.startswith("secret/"))
+    return state.derived.wanted_secrets
 
 
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     state = attrs.evolve(state, now=max(state.now, now))
     state = _due_retries(state)
+    refs_before = state.derived.wanted_secrets
     state = _refresh_candidates(state)
     out = _Out(state)
-    _secret_watch(out)
+    if state.derived.wanted_secrets is not refs_before or not state.control.secret_watch:
+        _secret_watch(out)
     _probes(out)
-    if catalog_inputs_known(out.state):
+    if not out.state.pending.idle and catalog_inputs_known(out.state):
         _routes(out)
         _catalog(out)
         _templates(out)
@@ -230,10 +232,20 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
             cands = cands.set(item, new)
             if new.reason is Reason.PUBLISHED and new.route is not None:
                 last_good = last_good.set(item, new.route)
+    wanted = d.wanted_secrets
+    if refs is not d.refs:
+        now_wanted = frozenset(ref[len("secret/") :] for ref in refs if ref.startswith("secret/"))
+        wanted = wanted if now_wanted == wanted else now_wanted
     return attrs.evolve(
         state,
         derived=attrs.evolve(
-            d, candidates=cands, last_good=last_good, by_name=by_name, by_id=by_id, refs=refs
+            d,
+            candidates=cands,
+            last_good=last_good,
+            by_name=by_name,
+            by_id=by_id,
+            refs=refs,
+            wanted_secrets=wanted,
         ),
         health=health,
         pending=attrs.evolve(p, items=NO_MARKS, names=names, ids=ids, records=records),

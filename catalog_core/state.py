@@ -245,6 +245,7 @@ class Derived:
     by_name: PMap[frozenset[str]] = attrs.field(factory=empty)  # model name -> items claiming it
     by_id: PMap[frozenset[str]] = attrs.field(factory=empty)  # route id -> items claiming it
     refs: PMap[frozenset[str]] = attrs.field(factory=empty)  # "secret/x" -> items depending on it
+    wanted_secrets: frozenset[str] = frozenset()  # the Secrets some item references (the "secret/x" refs)
     winners: PMap[str] = attrs.field(factory=empty)  # route id -> winning item
     losses: PMap[tuple[Reason, str]] = attrs.field(factory=empty)  # item -> why it lost
     entries: PMap[CatalogEntry] = attrs.field(factory=empty)  # logical name -> entry
@@ -265,6 +266,12 @@ class Pending:
     templates: bool = False
     catalog: bool = True
     rollouts: bool = False
+
+    @property
+    def idle(self) -> bool:
+        return not (
+            self.items or self.names or self.ids or self.records or self.logical
+        ) and not (self.templates or self.catalog or self.rollouts)
 
 
 @attrs.frozen
