@@ -269,9 +269,9 @@ class Pending:
 
     @property
     def idle(self) -> bool:
-        return not (
-            self.items or self.names or self.ids or self.records or self.logical
-        ) and not (self.templates or self.catalog or self.rollouts)
+        return not (self.items or self.names or self.ids or self.records or self.logical) and not (
+            self.templates or self.catalog or self.rollouts
+        )
 
 
 @attrs.frozen
