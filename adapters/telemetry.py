@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from opentelemetry import trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -75,9 +75,7 @@ class Telemetry:
         self.meter_provider = MeterProvider(
             metric_readers=[reader],
             resource=resource,
-            views=[
-                View(instrument_type=None, instrument_name="model_catalog_*_seconds", aggregation=histogram)
-            ],
+            views=[View(instrument_type=Histogram, instrument_name="model_catalog_*", aggregation=histogram)],
         )
         meter = self.meter_provider.get_meter("model_catalog")
         self._events = meter.create_counter(
@@ -87,12 +85,12 @@ class Telemetry:
             "model_catalog_commands", description="Commands executed, by kind and outcome"
         )
         self._latency = meter.create_histogram(
-            "model_catalog_reconcile_latency_seconds",
+            "model_catalog_reconcile_latency",
             unit="s",
             description="From the arrival of the events that caused a command to the start of its execution",
         )
         self._duration = meter.create_histogram(
-            "model_catalog_command_duration_seconds",
+            "model_catalog_command_duration",
             unit="s",
             description="Execution time per command kind (LiteLLM request latency for the LiteLLM kinds)",
         )

@@ -1,0 +1,290 @@
+"""Run ``model-catalog run`` as a separate process against the real peers, the way a cluster runs it.
+
+Shared by the end-to-end test, the fault suite and the benchmarks: a controller
+process authenticated with a ServiceAccount token bound by the Roles in
+``deploy/``, a LiteLLM admin client, a switchable local /health server, and
+polling helpers.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+SA = "ai-model-catalog-controller"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = ""
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy; that value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except Exception as exc:  # a transient read error while things converge
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last {last!r}")
+
+
+def kubectl(kubeconfig: Path, *args: str, input_text: str | None = None, check: bool = True) -> str:
+    out = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args],
+        input=input_text,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if check and out.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {out.stderr.strip()}")
+    return out.stdout + out.stderr
+
+
+def service_account_kubeconfig(admin_kubeconfig: Path, namespace: str, target: Path) -> Path:
+    """A kubeconfig that authenticates as the controller's ServiceAccount (TokenRequest)."""
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 7200},
+    }
+    raw = kubectl(
+        admin_kubeconfig,
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{SA}/token",
+        "-f",
+        "-",
+        input_text=json.dumps(request),
+    )
+    token = json.loads(raw[raw.index("{") :])["status"]["token"]
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    ca = cluster.get("certificate-authority-data")
+    if ca is None and cluster.get("certificate-authority"):
+        ca = base64.b64encode(Path(cluster["certificate-authority"]).read_bytes()).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "peer", "cluster": {"server": cluster["server"], "certificate-authority-data": ca}}
+        ],
+        "users": [{"name": SA, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "peer", "user": SA, "namespace": namespace}}],
+        "current-context": "sa",
+    }
+    target.write_text(yaml.safe_dump(config))
+    return target
+
+
+class HealthServer:
+    """A runtime's /health on loopback: 200 while ``healthy``, else 503."""
+
+    def __init__(self) -> None:
+        self.healthy = True
+        self.hits = 0
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.hits += 1
+                status = 200 if owner.healthy and self.path == "/health" else 503
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok" if status == 200 else b"no")
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class LiteLLMAdmin:
+    """Read and change LiteLLM directly (as the Private Mesh or a person would)."""
+
+    def __init__(self, base_url: str, master_key: str) -> None:
+        self.http = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {master_key}"}, timeout=15.0
+        )
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        answer = self.http.get("/model/info")
+        if answer.status_code == 500 and "not loaded" in answer.text:
+            return {}  # LiteLLM answers an empty model table with 500
+        answer.raise_for_status()
+        return {r["model_info"]["id"]: r for r in answer.json()["data"]}
+
+    def add(self, model_name: str, litellm_params: dict[str, Any], model_info: dict[str, Any]) -> None:
+        body = {"model_name": model_name, "litellm_params": litellm_params, "model_info": model_info}
+        self.http.post("/model/new", json=body).raise_for_status()
+
+    def delete(self, model_id: str) -> None:
+        self.http.post("/model/delete", json={"id": model_id})
+
+    def delete_where(self, keep: Callable[[dict[str, Any]], bool]) -> None:
+        for rid, row in self.rows().items():
+            if not keep(row):
+                self.delete(rid)
+
+
+class Controller:
+    """One ``model-catalog run`` process."""
+
+    def __init__(self, name: str, env: dict[str, str], workdir: Path) -> None:
+        self.name = name
+        self.port = free_port()
+        self.log_path = workdir / f"{name}.log"
+        self.event_log = workdir / f"{name}-events.jsonl"
+        full = {
+            k: v for k, v in os.environ.items() if not k.startswith(("LITELLM_", "KUBECONFIG", "CATALOG_"))
+        }
+        full.update(
+            {
+                "POD_NAME": name,
+                "CATALOG_HTTP_HOST": "127.0.0.1",
+                "CATALOG_HTTP_PORT": str(self.port),
+                "CATALOG_EVENT_LOG_PATH": str(self.event_log),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        full.update(env)
+        self.env = full
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Controller:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "run"], cwd=REPO, env=self.env, stdout=log, stderr=log
+        )
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=5.0)
+
+    def ready(self) -> bool:
+        try:
+            return self.get("/readyz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        def check() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"{self.name} exited {self.process.returncode}: {self.tail()}")
+            return self.ready()
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name} not ready after {timeout}s: {self.tail()}")
+
+    def metrics(self) -> str:
+        return self.get("/metrics").text
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples of ``name`` whose labels include ``labels``."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name):
+                continue
+            match = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$", line)
+            if match is None or match.group(1) != name:
+                continue
+            found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+            if all(found.get(k) == v for k, v in labels.items()):
+                total += float(match.group(3))
+        return total
+
+    def histogram(self, name: str, **labels: str) -> list[tuple[float, float]]:
+        """Cumulative (le, count) pairs of a histogram, summed over series matching ``labels``."""
+        buckets: dict[float, float] = {}
+        for line in self.metrics().splitlines():
+            match = re.match(rf"^{name}_bucket\{{([^}}]*)\}}\s+(\S+)$", line)
+            if match is None:
+                continue
+            found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+            if not all(found.get(k) == v for k, v in labels.items()):
+                continue
+            le = float("inf") if found["le"] == "+Inf" else float(found["le"])
+            buckets[le] = buckets.get(le, 0.0) + float(match.group(2))
+        return sorted(buckets.items())
+
+    def leading(self) -> bool:
+        return self.metric("model_catalog_leader") == 1.0
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, wait for the graceful exit; its exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def log_lines(self) -> Iterator[dict[str, Any]]:
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                yield json.loads(line)
+
+
+def quantile(buckets: list[tuple[float, float]], q: float) -> float:
+    """The upper bound of the bucket holding quantile ``q`` of a cumulative histogram."""
+    total = buckets[-1][1] if buckets else 0.0
+    if total == 0:
+        return float("nan")
+    for le, count in buckets:
+        if count >= q * total:
+            return le
+    return float("inf")
