@@ -49,9 +49,17 @@ class Cluster:
 
     def patch_status(self, kind: str, name: str, status: dict[str, Any], namespace: str = NS) -> None:
         kubectl(
-            self.kubeconfig, "patch", kind, name, "-n", namespace, "--subresource=status", "--type=merge",
-            "-p", json.dumps({"status": status}),
-        )  # fmt: skip
+            self.kubeconfig,
+            "patch",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": status}),
+        )
 
     def get(self, kind: str, name: str, namespace: str = NS) -> dict[str, Any]:
         return json.loads(kubectl(self.kubeconfig, "get", kind, name, "-n", namespace, "-o", "json"))
@@ -84,8 +92,12 @@ def model(name: str, **spec: Any) -> dict[str, Any]:
 
 def external(models: Any) -> dict[str, Any]:
     text = models if isinstance(models, str) else json.dumps({"models": models})
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ai-external-models", "namespace": NS},
-            "data": {"models.json": text}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ai-external-models", "namespace": NS},
+        "data": {"models.json": text},
+    }
 
 
 def activation(name: str, secret: str) -> dict[str, Any]:
@@ -101,8 +113,12 @@ def activation(name: str, secret: str) -> dict[str, Any]:
 
 
 def secret(name: str, value: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS},
-            "stringData": {"k": value}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "stringData": {"k": value},
+    }
 
 
 def workload(name: str, kind: str = "Deployment", labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -209,8 +225,12 @@ def test_the_controller_end_to_end(world: Any) -> None:
         )
         wait_for(lambda: "ai-appliance-external-gpt-4o" in litellm.rows(), what="gpt-4o")
         cluster.apply(external('{"models": [ {"name": "gpt-4o",, ]}'))
-        wait_for(lambda: cluster.routes().get(("external", "ai-external-models"), {}).get("reason") == "InvalidJSON",
-                 what="InvalidJSON recorded")  # fmt: skip
+        wait_for(
+            lambda: (
+                cluster.routes().get(("external", "ai-external-models"), {}).get("reason") == "InvalidJSON"
+            ),
+            what="InvalidJSON recorded",
+        )
         assert "gpt-4o" in cluster.catalog_models()
         assert "ai-appliance-external-gpt-4o" in litellm.rows()
         wait_for(
@@ -225,8 +245,12 @@ def test_the_controller_end_to_end(world: Any) -> None:
             activation("mistral", "ai-model-provider-mistral"), activation("sneaky", "litellm-master-key")
         )
         wait_for(lambda: "ai-appliance-external-mistral" in litellm.rows(), what="mistral")
-        wait_for(lambda: cluster.routes().get(("modelactivation", "sneaky"), {}).get("reason") == "SecretNotAllowed",
-                 what="sneaky rejected")  # fmt: skip
+        wait_for(
+            lambda: (
+                cluster.routes().get(("modelactivation", "sneaky"), {}).get("reason") == "SecretNotAllowed"
+            ),
+            what="sneaky rejected",
+        )
         wait_for(
             lambda: any(e["reason"] == "SecretNotAllowed" for e in cluster.events(APP_NS)), what="an Event"
         )
@@ -234,23 +258,42 @@ def test_the_controller_end_to_end(world: Any) -> None:
 
         # 4. a FreeToken runtime with a local /health server
         cluster.apply(
-            {"apiVersion": "appliance.magicstick.dev/v1alpha1", "kind": "ModelActivation",
-             "metadata": {"name": "phi", "namespace": APP_NS}, "spec": {"type": "local", "engine": "freetoken"}},
-            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "phi-rt", "namespace": NS},
-             "spec": {"ports": [{"name": "http", "port": 8080}], "selector": {"app": "phi-rt"}}},
-            workload("phi-rt", labels={"app": "phi-rt", "appliance.magicstick.dev/runtime": "freetoken",
-                                       "appliance.magicstick.dev/modelactivation": "phi"}),
-        )  # fmt: skip
+            {
+                "apiVersion": "appliance.magicstick.dev/v1alpha1",
+                "kind": "ModelActivation",
+                "metadata": {"name": "phi", "namespace": APP_NS},
+                "spec": {"type": "local", "engine": "freetoken"},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "phi-rt", "namespace": NS},
+                "spec": {"ports": [{"name": "http", "port": 8080}], "selector": {"app": "phi-rt"}},
+            },
+            workload(
+                "phi-rt",
+                labels={
+                    "app": "phi-rt",
+                    "appliance.magicstick.dev/runtime": "freetoken",
+                    "appliance.magicstick.dev/modelactivation": "phi",
+                },
+            ),
+        )
         wait_for(
             lambda: cluster.routes().get(("freetoken", "phi"), {}).get("reason") == "NotReady",
             what="phi NotReady",
         )
         generation = cluster.get("deployment", "phi-rt")["metadata"]["generation"]
         cluster.patch_status(
-            "deployment", "phi-rt",
-            {"observedGeneration": generation, "replicas": 1, "readyReplicas": 1,
-             "conditions": [{"type": "Available", "status": "True"}]},
-        )  # fmt: skip
+            "deployment",
+            "phi-rt",
+            {
+                "observedGeneration": generation,
+                "replicas": 1,
+                "readyReplicas": 1,
+                "conditions": [{"type": "Available", "status": "True"}],
+            },
+        )
         row = wait_for(lambda: litellm.rows().get("ai-appliance-freetoken-phi"), what="the phi row")
         assert row["litellm_params"]["api_base"] == f"http://phi-rt.{NS}.svc.cluster.local:8080/v1"
         assert health.hits >= 1
@@ -265,16 +308,26 @@ def test_the_controller_end_to_end(world: Any) -> None:
         wait_for(lambda: "ai-appliance-freetoken-phi" in litellm.rows(), 20, what="phi back")
 
         # 5. a Mesh fallback added straight to LiteLLM: never touched, merged into the llama entry
-        litellm.add("llama", {"model": "openai/llama", "api_base": "http://mesh-bridge:8080/v1", "order": 1},
-                    {"id": "mesh-llama-peer-b", "ai_appliance_owner": "private-mesh"})  # fmt: skip
-        entry = wait_for(lambda: (m := cluster.catalog_models().get("llama")) and len(m["routes"]) == 2 and m,
-                         what="the Mesh route in the llama entry")  # fmt: skip
+        litellm.add(
+            "llama",
+            {"model": "openai/llama", "api_base": "http://mesh-bridge:8080/v1", "order": 1},
+            {"id": "mesh-llama-peer-b", "ai_appliance_owner": "private-mesh"},
+        )
+        entry = wait_for(
+            lambda: (m := cluster.catalog_models().get("llama")) and len(m["routes"]) == 2 and m,
+            what="the Mesh route in the llama entry",
+        )
         assert entry["routes"][1] == {"order": 1, "locality": "mesh", "owner": "private-mesh"}
 
         # 6. an AgentTemplate and a consumer Deployment (found through its ReplicaSet)
-        cluster.apply({"apiVersion": "kubeopencode.io/v1alpha1", "kind": "AgentTemplate",
-                       "metadata": {"name": "litellm-default", "namespace": NS},
-                       "spec": {"config": {"provider": {"litellm": {"models": {"retired": {"name": "retired"}}}}}}})  # fmt: skip
+        cluster.apply(
+            {
+                "apiVersion": "kubeopencode.io/v1alpha1",
+                "kind": "AgentTemplate",
+                "metadata": {"name": "litellm-default", "namespace": NS},
+                "spec": {"config": {"provider": {"litellm": {"models": {"retired": {"name": "retired"}}}}}},
+            }
+        )
         consumer = workload(
             "openclaw",
             labels={"app.kubernetes.io/instance": "openclaw", "app.kubernetes.io/name": "openclaw"},
@@ -282,15 +335,38 @@ def test_the_controller_end_to_end(world: Any) -> None:
         cluster.apply(consumer)
         uid = cluster.get("deployment", "openclaw")["metadata"]["uid"]
         rs = workload("openclaw-5d8f", "ReplicaSet", consumer["metadata"]["labels"])
-        rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "openclaw",
-                                              "uid": uid, "controller": True}]  # fmt: skip
+        rs["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": "openclaw",
+                "uid": uid,
+                "controller": True,
+            }
+        ]
         cluster.apply(rs)
         rs_uid = cluster.get("replicaset", "openclaw-5d8f")["metadata"]["uid"]
-        cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": "openclaw-5d8f-x1", "namespace": NS, "labels": consumer["metadata"]["labels"],
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "openclaw-5d8f",
-                                 "uid": rs_uid, "controller": True}]},
-            "spec": {"containers": [{"name": "c", "image": "x"}]}})  # fmt: skip
+        cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": "openclaw-5d8f-x1",
+                    "namespace": NS,
+                    "labels": consumer["metadata"]["labels"],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "ReplicaSet",
+                            "name": "openclaw-5d8f",
+                            "uid": rs_uid,
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            }
+        )
         models = wait_for(
             lambda: (
                 (
@@ -355,8 +431,11 @@ def test_the_controller_end_to_end(world: Any) -> None:
         assert standby.stop() == 0
         replay = subprocess.run(
             [sys.executable, "-m", "app.cli", "replay", str(standby.event_log), "--verify"],
-            cwd=REPO, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert replay.returncode == 0, replay.stdout + replay.stderr
         # 11. no secret value anywhere we wrote
         for path in (leader.log_path, standby.log_path, leader.event_log, standby.event_log):
