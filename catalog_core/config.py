@@ -151,6 +151,9 @@ class _Reader:
             return default
         if not re.match(r"^https?://[^\s/]+", value):
             self._fail(name, f"{value!r} is not an http(s) URL")
+        elif "@" in value.split("://", 1)[1].split("/", 1)[0]:
+            # These URLs are published in the catalog ConfigMap and recorded in the event log.
+            self._fail(name, "must not carry credentials (user:password@)")
         return value
 
     def integer(self, name: str, default: int, minimum: int) -> int:

@@ -56,6 +56,7 @@ def test_values_are_read():
         ({"NAMESPACE": "Not_A_Name"}, "NAMESPACE"),
         ({"LITELLM_BASE_URL": "litellm:4000"}, "LITELLM_BASE_URL"),
         ({"AGENT_TEMPLATE_NAMES": "ok,BAD NAME"}, "AGENT_TEMPLATE_NAMES"),
+        ({"LITELLM_API_BASE": "http://user:secret@litellm:4000/v1"}, "LITELLM_API_BASE"),
     ],
 )
 def test_invalid_values_name_the_variable(env, variable):
