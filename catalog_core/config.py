@@ -150,7 +150,8 @@ class _Reader:
         if value is None:
             return default
         if not re.match(r"^https?://[^\s/]+", value):
-            self._fail(name, f"{value!r} is not an http(s) URL")
+            shown = "the value" if "@" in value else repr(value)  # never echo what may hold a password
+            self._fail(name, f"{shown} is not an http(s) URL")
         elif "@" in value.split("://", 1)[1].split("/", 1)[0]:
             # These URLs are published in the catalog ConfigMap and recorded in the event log.
             self._fail(name, "must not carry credentials (user:password@)")
