@@ -194,6 +194,8 @@ def _recorder(settings: ServiceSettings) -> Recorder | None:
         RecorderSettings(
             Path(settings.event_log_path),
             max_bytes=settings.event_log_max_bytes,
+            max_files=settings.event_log_files,
+            snapshot_every=settings.event_log_snapshot_every,
             ring_size=settings.event_log_ring,
         ),
         settings.catalog,
