@@ -114,3 +114,59 @@ async def fake_rows(fake: FakeLiteLLM) -> list[dict[str, Any]]:
     async with httpx.AsyncClient(transport=httpx.MockTransport(fake.handle), base_url="http://fake") as http:
         answer = await http.get("/model/info", headers={"Authorization": "Bearer sk-test"})
         return list(answer.json()["data"])
+
+
+async def test_the_documented_embedding_example_runs(kube_client: Any, kube_peer: Any, litellm_peer: Any) -> None:
+    """examples/embedded_operator.py, as ARCHITECTURE.md tells a reader to run it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    await install_crds(kube_client)
+    ns, appliance_ns = await create_namespace(kube_client), await create_namespace(kube_client, "mcsys")
+    await client.CustomObjectsApi(kube_client).create_namespaced_custom_object(
+        "appliance.magicstick.dev",
+        "v1alpha1",
+        appliance_ns,
+        "modelactivations",
+        {**b.activation("embedded-ext", external={"model": "openai/gpt-4o-mini"}), "metadata": {"name": "embedded-ext"}},
+    )
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "KUBECONFIG": str(kube_peer.kubeconfig),
+        "NAMESPACE": ns,
+        "APPLIANCE_NAMESPACE": appliance_ns,
+        "LITELLM_BASE_URL": litellm_peer.base_url,
+        "LITELLM_MASTER_KEY": litellm_peer.master_key,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(repo),
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(repo / "examples" / "embedded_operator.py")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines: list[str] = []
+        with anyio.fail_after(60):
+            while not any("'embedded-ext'" in line for line in lines):
+                line = await anyio.to_thread.run_sync(process.stdout.readline)  # type: ignore[union-attr]
+                assert line, "".join(lines)
+                lines.append(line)
+        assert any(line.startswith("catalog ") for line in lines)
+    finally:
+        process.terminate()
+        process.wait(10)
+        rows = httpx.get(
+            f"{litellm_peer.base_url}/model/info", headers={"Authorization": f"Bearer {litellm_peer.master_key}"}
+        ).json()["data"]
+        for row in rows:
+            if row["model_info"]["id"] == "ai-appliance-external-embedded-ext":
+                httpx.post(
+                    f"{litellm_peer.base_url}/model/delete",
+                    json={"id": row["model_info"]["id"]},
+                    headers={"Authorization": f"Bearer {litellm_peer.master_key}"},
+                )
