@@ -116,7 +116,9 @@ async def fake_rows(fake: FakeLiteLLM) -> list[dict[str, Any]]:
         return list(answer.json()["data"])
 
 
-async def test_the_documented_embedding_example_runs(kube_client: Any, kube_peer: Any, litellm_peer: Any) -> None:
+async def test_the_documented_embedding_example_runs(
+    kube_client: Any, kube_peer: Any, litellm_peer: Any
+) -> None:
     """examples/embedded_operator.py, as ARCHITECTURE.md tells a reader to run it."""
     import subprocess
     import sys
@@ -129,7 +131,10 @@ async def test_the_documented_embedding_example_runs(kube_client: Any, kube_peer
         "v1alpha1",
         appliance_ns,
         "modelactivations",
-        {**b.activation("embedded-ext", external={"model": "openai/gpt-4o-mini"}), "metadata": {"name": "embedded-ext"}},
+        {
+            **b.activation("embedded-ext", external={"model": "openai/gpt-4o-mini"}),
+            "metadata": {"name": "embedded-ext"},
+        },
     )
     repo = Path(__file__).resolve().parents[2]
     env = {
@@ -161,7 +166,8 @@ async def test_the_documented_embedding_example_runs(kube_client: Any, kube_peer
         process.terminate()
         process.wait(10)
         rows = httpx.get(
-            f"{litellm_peer.base_url}/model/info", headers={"Authorization": f"Bearer {litellm_peer.master_key}"}
+            f"{litellm_peer.base_url}/model/info",
+            headers={"Authorization": f"Bearer {litellm_peer.master_key}"},
         ).json()["data"]
         for row in rows:
             if row["model_info"]["id"] == "ai-appliance-external-embedded-ext":
