@@ -368,8 +368,12 @@ def test_settings_from_the_environment() -> None:
 
 
 def test_a_configuration_with_credentials_is_not_recorded(tmp_path: Path) -> None:
-    config = CatalogConfig.from_env({"LITELLM_BASE_URL": "http://admin:s3cret@litellm.ai:4000"})
-    assert isinstance(config, CatalogConfig)
+    # CatalogConfig.from_env already refuses such a URL; the recorder guards on its own for embedders
+    # that build a CatalogConfig themselves.
+    assert not isinstance(
+        CatalogConfig.from_env({"LITELLM_BASE_URL": "http://admin:s3cret@litellm.ai:4000"}), CatalogConfig
+    )
+    config = CatalogConfig(litellm_base_url="http://admin:s3cret@litellm.ai:4000")
     with pytest.raises(wire.UnsafeConfigError, match="LITELLM_BASE_URL carries credentials"):
         Recorder(RecorderSettings(tmp_path / "events.jsonl"), config)
     assert not (tmp_path / "events.jsonl").exists()
