@@ -9,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 _FIXTURES = Path(__file__).parent / "fixtures"
-pytest_plugins = sorted(f"tests.fixtures.{p.stem}" for p in _FIXTURES.glob("*.py") if p.stem != "__init__")
+pytest_plugins = sorted(
+    f"tests.fixtures.{p.stem}" for p in _FIXTURES.glob("*.py") if p.stem not in ("__init__", "shared")
+)
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]

@@ -223,10 +223,10 @@ class Controller:
     def metrics(self) -> str:
         return self.get("/metrics").text
 
-    def metric(self, name: str, **labels: str) -> float:
-        """The sum of the samples of ``name`` whose labels include ``labels``."""
+    def metric(self, name: str, text: str | None = None, **labels: str) -> float:
+        """The sum of the samples of ``name`` whose labels include ``labels`` (in ``text``, else scraped)."""
         total = 0.0
-        for line in self.metrics().splitlines():
+        for line in (self.metrics() if text is None else text).splitlines():
             if not line.startswith(name):
                 continue
             match = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$", line)

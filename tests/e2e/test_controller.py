@@ -456,9 +456,10 @@ def test_the_controller_end_to_end(world: Any) -> None:
 
 
 def _writes(controller: Controller) -> float:
-    """Commands carried out, except the reads (health probes, the Secret watch)."""
-    total = controller.metric("model_catalog_commands_total")
-    reads = controller.metric("model_catalog_commands_total", kind="ProbeRuntime") + controller.metric(
-        "model_catalog_commands_total", kind="WatchSecrets"
+    """Commands carried out, except the reads (health probes, the Secret watch), from one scrape."""
+    text = controller.metrics()
+    total = controller.metric("model_catalog_commands_total", text)
+    reads = controller.metric("model_catalog_commands_total", text, kind="ProbeRuntime") + controller.metric(
+        "model_catalog_commands_total", text, kind="WatchSecrets"
     )
     return total - reads
