@@ -66,7 +66,10 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
                 f"{both['n']} changes one at a time, polled every 20 ms)",
                 "p99 <= 1 s",
                 f"p50 {_ms(both['p50'])}, p99 {_ms(both['p99'])}, max {_ms(both['max'])} (row alone p99 "
-                f"{_ms(p2['row_s']['p99'])}, ConfigMap alone p99 {_ms(p2['configmap_s']['p99'])})",
+                f"{_ms(p2['row_s']['p99'])}, ConfigMap alone p99 {_ms(p2['configmap_s']['p99'])}; publishing "
+                f"(row created) p50 {_ms(p2['both_create_s']['p50'])} p99 {_ms(p2['both_create_s']['p99'])}, "
+                f"withdrawing (row deleted) p50 {_ms(p2['both_delete_s']['p50'])} p99 "
+                f"{_ms(p2['both_delete_s']['p99'])})",
                 _met(both["p99"] <= 1.0),
             )
         )
@@ -263,17 +266,17 @@ def markdown(r: dict[str, Any]) -> str:
     g = growth(r)
     if g:
         lines += ["", "## Growth with the number of models", "", *g]
-    prof = r.get("profile")
-    if prof:
+    for prof in r.get("profiles") or []:
+        title = "Profile of the worst figure" if prof is (r.get("profiles") or [None])[0] else "Profile"
         lines += [
             "",
-            f"## Profile of the worst figure: {prof['figure']} ({prof['ratio']:.2f}x its target)",
+            f"## {title}: {prof['figure']} ({prof['ratio']:.2f}x its target)",
             "",
             f"`{prof['command']}` under py-spy ({prof['samples']} samples). Functions by own time:",
             "",
-            *[f"{i + 1}. {f} — {pct}%" for i, (f, pct) in enumerate(prof["self"][:10])],
+            *[f"{i + 1}. {f} - {pct}%" for i, (f, pct) in enumerate(prof["self"][:10])],
             "",
-            "By inclusive time: " + "; ".join(f"{f} {pct}%" for f, pct in prof["inclusive"][:14]) + ".",
+            "By inclusive time: " + "; ".join(f"{f} {pct}%" for f, pct in prof["inclusive"][:16]) + ".",
         ]
     extra = _details(r)
     if extra:

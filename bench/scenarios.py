@@ -463,7 +463,35 @@ def import_time(repeats: int = 5) -> dict[str, Any]:
         check=True,
         cwd=Path(__file__).resolve().parents[1],
     ).stdout
+
+    def rss_after(code: str) -> float:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"{code}\nprint(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[1],
+        ).stdout
+        return int(out.strip()) / 1024
+
+    baseline = rss_after("pass")
+    packages = {
+        "kubernetes_asyncio (client, config)": "import kubernetes_asyncio.client, kubernetes_asyncio.config",
+        "opentelemetry SDK + Prometheus exporter": (
+            "import opentelemetry.sdk.metrics, opentelemetry.sdk.trace, opentelemetry.exporter.prometheus"
+        ),
+        "opentelemetry OTLP/HTTP exporter": "import opentelemetry.exporter.otlp.proto.http.trace_exporter",
+        "aiohttp": "import aiohttp",
+        "httpx": "import httpx",
+        "app.library (core, adapters; no kubernetes_asyncio)": "import app.library",
+    }
     return {
+        "rss_bare_interpreter_mib": baseline,
+        "rss_added_by_mib": {name: rss_after(code) - baseline for name, code in packages.items()},
         "bare_interpreter_s": summary(bare),
         "with_imports_s": summary(full),
         "heaviest_packages_ms": {k: v / 1000 for k, v in heaviest},
@@ -678,10 +706,19 @@ def p2_visible(world: World, base_url: str, master_key: str, changes: int, gap: 
         ours = {row_id(i) for i in range(world.models)}
         wait_until(lambda: ours <= rows(), 600, "every row in the real LiteLLM", interval=1.0)
         wait_until(lambda: ctl.metric("model_catalog_queue_depth") == 0, 120, "an empty queue")
-        time.sleep(2)
+        # Half the changes withdraw a model (row deleted), half publish one (row created): the latter
+        # are models made unready beforehand, each model changed once (no per-key cooldown involved).
+        spare = list(range(n - (changes + 1) // 2, n))
         state = dict.fromkeys(range(n), True)
+        for i in spare:
+            state[i] = False
+            world.kube.set_ready(world.namespace, model_name(i), False)
+        gone = {row_id(i) for i in spare}
+        wait_until(lambda: not (gone & rows()), 120, "the spare models withdrawn", interval=0.5)
+        wait_until(lambda: ctl.metric("model_catalog_queue_depth") == 0, 120, "an empty queue")
+        time.sleep(2.5)
         for k in range(changes):
-            i = (k * 37) % n
+            i = spare[k // 2] if k % 2 else (k // 2 * 37) % (n - len(spare))
             state[i] = not state[i]
             rid, name = row_id(i), model_name(i)
             sent, _ = world.kube.set_ready(world.namespace, name, state[i])
@@ -703,12 +740,16 @@ def p2_visible(world: World, base_url: str, master_key: str, changes: int, gap: 
         world.all_ready([i for i, r in state.items() if not r])
         wait_until(lambda: ours <= rows(), 120, "every row back", interval=0.5)
     admin.close()
+    creates = [s for k, s in enumerate(samples) if k % 2]
+    deletes = [s for k, s in enumerate(samples) if not k % 2]
     return {
         "models": world.models,
         "changes": changes,
         "row_s": latency([s["row"] for s in samples]),
         "configmap_s": latency([s["configmap"] for s in samples]),
         "both_s": latency([s["both"] for s in samples]),
+        "both_create_s": latency([s["both"] for s in creates]),
+        "both_delete_s": latency([s["both"] for s in deletes]),
     }
 
 
