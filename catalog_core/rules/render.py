@@ -60,7 +60,7 @@ T = TypeVar("T")
 P = TypeVar("P")
 
 
-class _PerObject(Generic[T, P]):
+class PerObject(Generic[T, P]):
     """Memo of what is derived from one frozen value (an entry, a record) under one configuration.
 
     Performance (issue 7): a render used to encode every model again, ~1 s at 10,000 models with
@@ -119,8 +119,8 @@ def _provider_model(e: CatalogEntry, limits: Any, config: CatalogConfig) -> dict
     }
 
 
-_ENTRY_PARTS: _PerObject[CatalogEntry, _EntryParts] = _PerObject(_EntryParts)
-_RECORD_JSON: _PerObject[RouteRecord, Fragment] = _PerObject(lambda r, _: Fragment(r.as_json()))
+_ENTRY_PARTS: PerObject[CatalogEntry, _EntryParts] = PerObject(_EntryParts)
+_RECORD_JSON: PerObject[RouteRecord, Fragment] = PerObject(lambda r, _: Fragment(r.as_json()))
 
 
 def pick_default(wanted: str, ids: list[str]) -> str:
