@@ -6,6 +6,7 @@ JSON-able dict of raw samples and summaries; bench.run repeats them and writes t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,30 +166,52 @@ def writes(ctl: Controller) -> dict[str, float]:
 # --- P1 ------------------------------------------------------------------------------------------
 
 
-def p1_latency(world: World, changes: int, interval: float, profile: Path | None = None) -> dict[str, Any]:
-    """Watch event written -> LiteLLM request received, for ``changes`` readiness flips of different
-    models (round robin, so one model changes at most every ``models * interval`` s, past the 1 s
-    per-key cooldown). The controller is the in-process library with the in-process fake."""
-    n = world.models
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench.latency_worker",
-            "--kubeconfig",
-            str(world.kubeconfig),
-            "--namespace",
-            world.namespace,
-            "--appliance-namespace",
-            world.appliance_namespace,
-            "--expect",
-            str(n),
-        ],
+def _spawn(module: str, *args: str, log: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=open(world.work / f"p1-worker-{n}.log", "w"),  # noqa: SIM115 - closed with the process
+        stderr=open(log, "w"),
         text=True,
         cwd=Path(__file__).resolve().parents[1],
+    )
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+def p1_latency(
+    world: World, phases: list[tuple[int, float]], profile: Path | None = None
+) -> list[dict[str, Any]]:
+    """Watch event written -> LiteLLM request received, for readiness flips of different models (round
+    robin, so one model changes at most every ``models * interval`` s, past the 1 s per-key
+    cooldown). ``phases``: (changes, seconds between changes), run one after the other on the same
+    controller: the embeddable library in its own process, the fake LiteLLM in another. ``profile``:
+    py-spy the controller during the last phase."""
+    n = world.models
+    fake = _spawn("bench.fake_server", log=world.work / f"p1-fake-{n}.log")
+    assert fake.stdout is not None
+    url = fake.stdout.readline().split()[1]
+    worker = _spawn(
+        "bench.latency_worker",
+        "--kubeconfig",
+        str(world.kubeconfig),
+        "--namespace",
+        world.namespace,
+        "--appliance-namespace",
+        world.appliance_namespace,
+        "--litellm-url",
+        url,
+        "--expect",
+        str(n),
+        log=world.work / f"p1-worker-{n}.log",
     )
     ready = threading.Event()
     seen: dict[str, list[tuple[float, str]]] = {}
@@ -197,97 +220,98 @@ def p1_latency(world: World, changes: int, interval: float, profile: Path | None
     rss: list[int] = []
     lock = threading.Lock()
 
-    def read() -> None:
-        assert worker.stdout is not None
-        for line in worker.stdout:
+    def read(process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
             parts = line.split()
-            if parts[:1] == ["READY"]:
-                ready.set()
-            elif parts[:1] == ["W"]:
-                with lock:
+            with lock:
+                if parts[:1] == ["READY"]:
+                    ready.set()
+                elif parts[:1] == ["W"]:
                     seen.setdefault(parts[3], []).append((float(parts[1]), parts[2].replace("_", " ")))
-            elif parts[:1] == ["E"]:
-                with lock:
+                elif parts[:1] == ["E"]:
                     folded.setdefault(parts[2], []).append(float(parts[1]))
-            elif parts[:1] == ["Q"]:
-                with lock:
+                elif parts[:1] == ["Q"]:
                     queued.setdefault(parts[2], []).append(float(parts[1]))
-            elif parts[:1] == ["RSS"]:
-                rss.append(int(parts[1]))
+                elif parts[:1] == ["RSS"]:
+                    rss.append(int(parts[1]))
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=read, args=(p,), daemon=True) for p in (fake, worker)]
+    for reader in readers:
+        reader.start()
     began = time.monotonic()
-    spy: subprocess.Popen[bytes] | None = None
+    state = dict.fromkeys(range(n), True)
+    runs: list[tuple[list[tuple[str, float, float, str]], list[float | None], float]] = []
     try:
         if not ready.wait(900):
             raise TimeoutError(f"the P1 worker did not converge on {n} models")
         startup = time.monotonic() - began
-        if profile is not None:
-            spy = _py_spy(worker.pid, profile, changes * interval + 2)
-        state = dict.fromkeys(range(n), True)
-        expected: list[tuple[str, float, float, str]] = []
-        start = time.monotonic()
-        for k in range(changes):
-            i = k % n
-            state[i] = not state[i]
-            sent, acked = world.kube.set_ready(world.namespace, model_name(i), state[i])
-            expected.append((row_id(i), sent, acked, NEW if state[i] else DELETE))
-            pause = start + (k + 1) * interval - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-        drive_seconds = time.monotonic() - start
+        k = 0
+        for number, (changes, interval) in enumerate(phases):
+            spy = None
+            if profile is not None and number == len(phases) - 1:
+                spy = _py_spy(worker.pid, profile, changes * interval + 2)
+            expected: list[tuple[str, float, float, str]] = []
+            start = time.monotonic()
+            for step in range(changes):
+                i = k % n
+                k += 1
+                state[i] = not state[i]
+                sent, acked = world.kube.set_ready(world.namespace, model_name(i), state[i])
+                expected.append((row_id(i), sent, acked, NEW if state[i] else DELETE))
+                pause = start + (step + 1) * interval - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+            drive = time.monotonic() - start
 
-        def matched() -> list[float | None]:
-            out: list[float | None] = []
-            with lock:
-                for rid, sent, _, endpoint in expected:
-                    hit = next((t for t, e in seen.get(rid, []) if t >= sent and e == endpoint), None)
-                    out.append(None if hit is None else hit - sent)
-            return out
+            def matched(expected: list[tuple[str, float, float, str]] = expected) -> list[float | None]:
+                out: list[float | None] = []
+                with lock:
+                    for rid, sent, _, endpoint in expected:
+                        hit = next((t for t, e in seen.get(rid, []) if t >= sent and e == endpoint), None)
+                        out.append(None if hit is None else hit - sent)
+                return out
 
-        with suppress(TimeoutError):
-            wait_until(lambda: all(x is not None for x in matched()), 120, "every change's LiteLLM request")
-        results = matched()
-        stages: dict[str, list[float]] = {"watch": [], "plan": [], "execute": []}
-        with lock:
-            for (rid, sent, _, _), total in zip(expected, results, strict=True):
-                name = rid.removeprefix(f"{ID_PREFIX}kubeai-")
-                t_fold = next((t for t in folded.get(name, []) if t >= sent), None)
-                t_queue = next((t for t in queued.get(rid, []) if t >= sent), None)
-                if total is None or t_fold is None or t_queue is None:
-                    continue
-                stages["watch"].append(t_fold - sent)
-                stages["plan"].append(t_queue - t_fold)
-                stages["execute"].append(sent + total - t_queue)
-        if os.environ.get("BENCH_P1_TRACE"):
-            for (rid, sent, _, ep), total in zip(expected, results, strict=True):
-                print(f"trace {sent - start:8.3f} {ep:16s} {rid} {total}", file=sys.stderr)
-        if spy is not None:
-            spy.wait(60)
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: all(x is not None for x in matched()), 120, "every LiteLLM request")
+            runs.append((expected, matched(), drive))
+            if spy is not None:
+                spy.wait(60)
+            time.sleep(2.0)  # past the per-key cooldown before the next phase
         world.all_ready([i for i, r in state.items() if not r])
     finally:
-        if worker.stdin is not None:
-            worker.stdin.close()
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        reader.join(5)
-    values = [x for x in results if x is not None]
-    round_trips = [acked - sent for _, sent, acked, _ in expected]
-    return {
-        "models": n,
-        "changes": changes,
-        "interval_s": interval,
-        "drive_seconds": drive_seconds,
-        "startup_s": startup,
-        "missing": sum(1 for x in results if x is None),
-        "latency_s": latency(values),
-        "api_write_round_trip_s": latency(round_trips),
-        "stages_s": {k: latency(v) for k, v in stages.items()},
-        "worker_rss_mib": rss[0] / 1024 if rss else None,
-    }
+        _stop(worker)
+        _stop(fake)
+        for reader in readers:
+            reader.join(5)
+    results = []
+    for (expected, totals, drive), (changes, interval) in zip(runs, phases, strict=True):
+        stages: dict[str, list[float]] = {"watch": [], "plan": [], "execute": []}
+        for (rid, sent, _, _), total in zip(expected, totals, strict=True):
+            name = rid.removeprefix(f"{ID_PREFIX}kubeai-")
+            t_fold = next((t for t in folded.get(name, []) if t >= sent), None)
+            t_queue = next((t for t in queued.get(rid, []) if t >= sent), None)
+            if total is None or t_fold is None or t_queue is None:
+                continue
+            stages["watch"].append(t_fold - sent)
+            stages["plan"].append(t_queue - t_fold)
+            stages["execute"].append(sent + total - t_queue)
+        values = [x for x in totals if x is not None]
+        results.append(
+            {
+                "models": n,
+                "changes": changes,
+                "interval_s": interval,
+                "drive_seconds": drive,
+                "startup_s": startup,
+                "missing": sum(1 for x in totals if x is None),
+                "latency_s": latency(values),
+                "api_write_round_trip_s": latency([acked - sent for _, sent, acked, _ in expected]),
+                "stages_s": {key: latency(v) for key, v in stages.items()},
+                "worker_rss_mib": rss[0] / 1024 if rss else None,
+            }
+        )
+    return results
 
 
 def _py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:

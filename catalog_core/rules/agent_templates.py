@@ -58,10 +58,12 @@ def template_patch(
     config_patch: dict[str, Any] = {}
     if current != models:
         config_patch["provider"] = {"litellm": {"models": merge_diff(current, models) if current else models}}
-    refs = {f"litellm/{e.id}" for e in chat}
-    default = f"litellm/{pick_default(config.default_chat_model, [e.id for e in chat])}"
+    ids = [e.id for e in chat]
+    known = set(ids)
+    default = f"litellm/{pick_default(config.default_chat_model, ids)}"
     for field, value in (("model", template.model), ("small_model", template.small_model)):
-        if value not in refs:
+        # ``value in {"litellm/<id>" for each chat entry}``, without formatting every id each tick
+        if not (isinstance(value, str) and value.startswith("litellm/") and value[8:] in known):
             config_patch[field] = default
     if not config_patch:
         return None
