@@ -37,11 +37,11 @@ from bench.stats import summary
 RESULTS = Path(__file__).resolve().parent / "results"
 ALL = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 NOTES = (
-    "P1 and P7 were measured at 100 and 1,000 models, not 10,000: at 1,000 a change already waits "
-    "seconds and the controller needs about a minute to converge, because each tick that changes an "
-    "entry redoes O(n) work (the AgentTemplate patch over every entry, the catalog render, the LiteLLM "
-    "re-read of every row after writes); at 10,000 that is ~100x per change (n ticks x O(n)), hours to "
-    "converge. P5 (the core alone) covers 10,000.",
+    "P1 and P7 were measured at 100 and 1,000 models, not 10,000: converging on 1,000 models from an "
+    "empty LiteLLM already takes ~50 s, because every tick that changes an entry redoes O(n) work (the "
+    "catalog render, the AgentTemplate patch over every entry); at 10,000 that is 10x the ticks at 10x "
+    "the cost each (~100x, over an hour), more than a benchmark run can hold. P5 (the core alone) "
+    "covers 10,000.",
     "At 1,000 models the rendered catalog is larger than a ConfigMap may be (1 MiB): the write is "
     "refused (WriteCatalog outcome 'terminal' in P7) and the published catalog stays the last one "
     "written. Left as it is (a contract question, not a benchmark one).",
@@ -49,6 +49,8 @@ NOTES = (
     "sending the status patch to the fold of its watch event (includes the wait in the event stream "
     "when the loop is busy), 'fold+plan' to the LiteLLM command entering the queue, 'queue+request' "
     "to the fake receiving it.",
+    "P4's 1,000 patches took ~10 s, not 1 s: the API server on this shared 2-core machine takes ~100 "
+    "status patches/s (100 client threads). The write counts are for that pace.",
 )
 
 
