@@ -8,6 +8,7 @@ system-wide CLOCK_MONOTONIC, so a controller in another process can be compared 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import ssl
 import subprocess
@@ -118,7 +119,7 @@ class Kube:
                 answer.raise_for_status()
             self.set_ready(namespace, model_name(i), ready)
 
-        self.parallel([lambda i=i: create(i) for i in indexes])
+        self.parallel([functools.partial(create, i) for i in indexes])
         return time.monotonic() - began
 
     def set_ready(self, namespace: str, name: str, ready: bool) -> tuple[float, float]:

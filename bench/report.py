@@ -283,7 +283,9 @@ def markdown(r: dict[str, Any]) -> str:
     if g:
         lines += ["", "## Growth with the number of models", "", *g]
     for prof in r.get("profiles") or []:
-        title = "Profile of the worst figure" if prof is (r.get("profiles") or [None])[0] else "Profile"
+        title = (
+            "Profile of the worst CPU-bound figure" if prof is (r.get("profiles") or [None])[0] else "Profile"
+        )
         lines += [
             "",
             f"## {title}: {prof['figure']} ({prof['ratio']:.2f}x its target)",

@@ -7,6 +7,7 @@ JSON-able dict of raw samples and summaries; bench.run repeats them and writes t
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -83,7 +84,7 @@ class World:
 
     def all_ready(self, indexes: range | list[int]) -> None:
         self.kube.parallel(
-            [lambda i=i: self.kube.set_ready(self.namespace, model_name(i), True) for i in indexes]
+            [functools.partial(self.kube.set_ready, self.namespace, model_name(i), True) for i in indexes]
         )
 
     def controller_env(self, litellm_url: str, master_key: str = "sk-test", **extra: str) -> dict[str, str]:
@@ -558,27 +559,24 @@ def p3_idle(world: World, server: FakeServer, seconds: float, resync: float) -> 
             time.sleep(1.0)
         after_rv = resource_versions(world)
         after_writes = writes(ctl)
-        result = {
+        by_kind = {
+            k: after_writes.get(k, 0.0) - before_writes.get(k, 0.0)
+            for k in set(before_writes) | set(after_writes)
+            if after_writes.get(k, 0.0) != before_writes.get(k, 0.0)
+        }
+        litellm_writes = fake.writes() - before_fake
+        result: dict[str, Any] = {
             "seconds": seconds,
             "models": world.models,
-            "litellm_writes_at_fake": fake.writes() - before_fake,
-            "controller_writes_by_kind": {
-                k: after_writes.get(k, 0.0) - before_writes.get(k, 0.0)
-                for k in set(before_writes) | set(after_writes)
-                if after_writes.get(k, 0.0) != before_writes.get(k, 0.0)
-            },
+            "litellm_writes_at_fake": litellm_writes,
+            "controller_writes_by_kind": by_kind,
             "resource_versions_changed": sorted(k for k in before_rv if before_rv[k] != after_rv[k]),
             "litellm_resyncs": fake.requests[INFO] - before_info,
             "kube_relists": ctl.metric("kube_watch_relists_total") - relists_before,
             "rss_mib": summary([s / 1024 for s in samples]),
         }
-        result["total_writes"] = (
-            result["litellm_writes_at_fake"]
-            + sum(
-                result["controller_writes_by_kind"].get(k, 0) for k in ("WriteCatalog", "PatchAgentTemplate")
-            )
-            + sum(result["controller_writes_by_kind"].get(k, 0) for k in ("RollWorkload", "EvictPod"))
-        )
+        kinds = ("WriteCatalog", "PatchAgentTemplate", "RollWorkload", "EvictPod")
+        result["total_writes"] = litellm_writes + sum(by_kind.get(k, 0.0) for k in kinds)
     return result
 
 
@@ -611,9 +609,7 @@ def p4_flaps(world: World, server: FakeServer, repeats: int, quiet: float) -> di
             # one thread per model: its patches stay in order, the models' patches interleave
             flapper.parallel(
                 [
-                    lambda i=i, values=values: [
-                        flapper.set_ready(world.namespace, model_name(i), v) for v in values
-                    ]
+                    functools.partial(_flap, flapper, world.namespace, model_name(i), values)
                     for i, values in plan.items()
                 ]
             )
@@ -659,6 +655,11 @@ def p4_flaps(world: World, server: FakeServer, repeats: int, quiet: float) -> di
         wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 120)
     flapper.close()
     return {"runs": runs}
+
+
+def _flap(kube: Kube, namespace: str, name: str, values: list[bool]) -> None:
+    for value in values:
+        kube.set_ready(namespace, name, value)
 
 
 def p7_memory(world: World, server: FakeServer, seconds: float) -> dict[str, Any]:
