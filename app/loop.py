@@ -209,9 +209,12 @@ class CatalogLoop:
         old, new = before.derived.records, after.derived.records
         if old is new:
             return
-        for item, record in new.items():
-            previous = old.get(item)
-            if previous is None or (previous.state, previous.reason) != (record.state, record.reason):
+        # Only what changed (a structural diff of the two maps): walking every record here made each
+        # tick O(models), 20% of a busy loop at 1,000 models (issue 7).
+        for item, previous, record in old.changes(new):
+            if record is None:
+                log.info("route removed", extra={"decision": "route", "item": item, "state": "removed"})
+            elif previous is None or (previous.state, previous.reason) != (record.state, record.reason):
                 log.info(
                     "route %s",
                     record.state.value,
@@ -224,6 +227,3 @@ class CatalogLoop:
                         "detail": record.message,
                     },
                 )
-        for item in old:
-            if item not in new:
-                log.info("route removed", extra={"decision": "route", "item": item, "state": "removed"})

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from adapters.eventlog.reader import LogFile
 from bench.make_big_log import DEFAULT_OUT, generate
@@ -37,7 +38,7 @@ def _rss_kib(pid: int) -> int | None:
     return None
 
 
-def replay_verify(log: Path) -> dict[str, object]:
+def replay_verify(log: Path) -> dict[str, Any]:
     command = [sys.executable, "-m", "app.cli", "replay", str(log), "--verify"]
     cpu = sorted(os.sched_getaffinity(0))[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -90,20 +90,23 @@ def _observe(state: CatalogState, event: Event) -> CatalogState:
 
 def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
     key = f"probe/{event.runtime}"
-    state = attrs.evolve(
-        state, control=attrs.evolve(state.control, inflight=state.control.inflight.delete(key))
-    )
+    control = state.control
+    if key in control.inflight:
+        control = attrs.evolve(control, inflight=control.inflight.delete(key))
     current = state.health.get(event.runtime)
     if current is None or current.url != event.url:
-        return state  # an answer about an endpoint we no longer trust or use
+        # an answer about an endpoint we no longer trust or use
+        return state if control is state.control else attrs.evolve(state, control=control)
     interval = float(state.config.runtime_health_seconds)
     updated = health_rules.observe(current, event.healthy, event.detail, state.now, interval)
-    state = attrs.evolve(state, health=state.health.set(event.runtime, updated))
+    pending = state.pending
     before = (current.healthy, current.failures >= 2, current.detail)
     if (updated.healthy, updated.failures >= 2, updated.detail) != before:
-        pending = attrs.evolve(state.pending, items=mark(state.pending.items, f"freetoken/{event.runtime}"))
-        state = attrs.evolve(state, pending=pending)
-    return state
+        pending = attrs.evolve(pending, items=mark(pending.items, f"freetoken/{event.runtime}"))
+    # one copy of the state for the three changes (issue 7: a probe answer every few seconds per runtime)
+    return attrs.evolve(
+        state, control=control, health=state.health.set(event.runtime, updated), pending=pending
+    )
 
 
 def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:

@@ -9,6 +9,8 @@ not already known to have been applied, failed terminally, or be backing off.
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
 from catalog_core.commands import (
@@ -38,7 +40,7 @@ from catalog_core.rules.render import RenderedCatalog, render_catalog
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
 from catalog_core.sources.secret import allowed_by_name
-from catalog_core.state import NO_MARKS, CatalogState, RouteRecord, mark, mark_all, marked
+from catalog_core.state import NO_MARKS, CatalogState, Control, RouteRecord, mark, mark_all, marked
 from catalog_core.values import logical_name
 
 
@@ -60,16 +62,7 @@ class _Out:
                     self.state, control=attrs.evolve(control, inflight=control.inflight.delete(key))
                 )
             return False
-        if not control.leading and not isinstance(command, READ_COMMANDS):
-            return False  # a standby keeps planning (its state stays warm) but never writes
-        if (current := control.inflight.get(key)) is not None and current.id == command.id:
-            return False
-        if control.settled.get(key) == command.id:
-            return False  # already applied; wait until the target is observed again
-        if (failure := control.failures.get(key)) is not None and failure.command_id == command.id:
-            return False  # failed for good; a change of input gives a new command
-        retry = control.retries.get(key)
-        if retry is not None and retry.command_id == command.id and now < retry.not_before:
+        if not _admit(control, control.inflight, now, key, command):
             return False
         control = attrs.evolve(control, inflight=control.inflight.set(key, command))
         self.state = attrs.evolve(self.state, control=control)
@@ -94,6 +87,20 @@ class _Out:
         if key in control.announced:
             control = attrs.evolve(control, announced=control.announced.delete(key))
             self.state = attrs.evolve(self.state, control=control)
+
+
+def _admit(control: Control, inflight: PMap[Command], now: float, key: str, command: Command) -> bool:
+    """Whether ``command`` for ``key`` is worth emitting now (``inflight``: what is in flight)."""
+    if not control.leading and not isinstance(command, READ_COMMANDS):
+        return False  # a standby keeps planning (its state stays warm) but never writes
+    if (current := inflight.get(key)) is not None and current.id == command.id:
+        return False
+    if control.settled.get(key) == command.id:
+        return False  # already applied; wait until the target is observed again
+    if (failure := control.failures.get(key)) is not None and failure.command_id == command.id:
+        return False  # failed for good; a change of input gives a new command
+    retry = control.retries.get(key)
+    return not (retry is not None and retry.command_id == command.id and now < retry.not_before)
 
 
 def catalog_inputs_known(state: CatalogState) -> bool:
@@ -266,18 +273,31 @@ def _secret_watch(out: _Out) -> None:
 
 
 def _probes(out: _Out) -> None:
-    health = out.state.health
-    for runtime, record in out.state.health.items():
-        if health_rules.probe_due(record, out.state.now):
-            command = ProbeRuntime(runtime, record.url)
-            health = health.set(runtime, health_rules.started(record, out.state.now))
+    # Performance (issue 7): the probes due at one tick (every runtime, every few seconds) update the
+    # health records and the in-flight map locally and copy the state once, not twice per probe.
+    state = out.state
+    now, control = state.now, state.control
+    health, inflight = state.health, control.inflight
+    for runtime, record in state.health.items():
+        if health_rules.probe_due(record, now):
+            command = _probe(runtime, record.url)
+            health = health.set(runtime, health_rules.started(record, now))
             # a probe whose answer was lost is not "in flight" forever
-            control = out.state.control
-            out.state = attrs.evolve(
-                out.state, control=attrs.evolve(control, inflight=control.inflight.delete(command.key))
-            )
-            out.emit(command.key, command)
-    out.state = attrs.evolve(out.state, health=health)
+            inflight = inflight.delete(command.key)
+            if _admit(control, inflight, now, command.key, command):
+                inflight = inflight.set(command.key, command)
+                out.commands.append(command)
+    if health is not state.health:  # most ticks probe nothing: no copy then
+        if inflight is not control.inflight:
+            control = attrs.evolve(control, inflight=inflight)
+        out.state = attrs.evolve(state, health=health, control=control)
+
+
+@functools.lru_cache(maxsize=1024)
+def _probe(runtime: str, url: str) -> ProbeRuntime:
+    """The probe command of a runtime. Performance (issue 7): its id is a SHA-256 over its JSON form
+    (~20 us), and a runtime is probed every few seconds with the same command, so it is made once."""
+    return ProbeRuntime(runtime, url)
 
 
 def _routes(out: _Out) -> None:

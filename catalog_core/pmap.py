@@ -157,6 +157,54 @@ def _items(node: Any) -> Iterator[tuple[str, Any]]:
             yield from _items(child)
 
 
+def _entries(node: Any) -> Iterator[tuple[str, Any]]:
+    """The entries under an array slot: a single entry, a child node or a collision."""
+    if type(node) is tuple:
+        yield node
+    else:
+        yield from _items(node)
+
+
+def _diff(a: Any, b: Any) -> Iterator[tuple[str, Any, Any]]:
+    """(key, value in a or _MISSING, value in b or _MISSING) for every key whose value is not the
+    same object; subtrees the two versions share are skipped without being read."""
+    if a is b:
+        return
+    if type(a) is _Node and type(b) is _Node:
+        for i in range(1 << _BITS):
+            bit = 1 << i
+            in_a, in_b = a.bitmap & bit, b.bitmap & bit
+            if not (in_a or in_b):
+                continue
+            ca = a.array[(a.bitmap & (bit - 1)).bit_count()] if in_a else None
+            cb = b.array[(b.bitmap & (bit - 1)).bit_count()] if in_b else None
+            if ca is cb:
+                continue
+            if ca is None:
+                for k, v in _entries(cb):
+                    yield k, _MISSING, v
+            elif cb is None:
+                for k, v in _entries(ca):
+                    yield k, v, _MISSING
+            elif type(ca) is _Node and type(cb) is _Node:
+                yield from _diff(ca, cb)
+            else:
+                yield from _diff_flat(_entries(ca), _entries(cb))
+        return
+    yield from _diff_flat(_entries(a), _entries(b))
+
+
+def _diff_flat(a: Iterable[tuple[str, Any]], b: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any, Any]]:
+    old, new = dict(a), dict(b)
+    for k, v in old.items():
+        w = new.get(k, _MISSING)
+        if w is not v:
+            yield k, v, w
+    for k, w in new.items():
+        if k not in old:
+            yield k, _MISSING, w
+
+
 class PMap(Generic[V]):
     """Immutable ``str -> V`` mapping with cheap updates. Compare with ``==``; iterate in a fixed order."""
 
@@ -232,6 +280,13 @@ class PMap(Generic[V]):
 
     def items(self) -> Iterator[tuple[str, V]]:
         return _items(self._root)
+
+    def changes(self, newer: PMap[V]) -> Iterator[tuple[str, V | None, V | None]]:
+        """(key, value here or None, value in ``newer`` or None) for each key whose value is not the
+        same object in both. Costs what differs, not the size of the map, when ``newer`` was made from
+        this one by ``set``/``delete`` (their shared subtrees are skipped)."""
+        for k, a, b in _diff(self._root, newer._root):
+            yield k, None if a is _MISSING else a, None if b is _MISSING else b
 
     def to_dict(self) -> dict[str, V]:
         return dict(_items(self._root))

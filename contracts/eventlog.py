@@ -442,8 +442,16 @@ def unstructure_state(state: CatalogState) -> dict[str, Any]:
 
 
 def structure_event(value: Any, path: str = "$.event") -> ev.Event:
-    event: ev.Event = _structure(value, ev.Event, path)
+    # Performance (issue 7): the hook of the Event union, looked up once instead of per record (a
+    # replay structures a million events); any failure goes the usual way for its readable reason.
+    try:
+        event: ev.Event = _EVENT_HOOK(value, ev.Event)
+    except Exception:
+        event = _structure(value, ev.Event, path)
     return event
+
+
+_EVENT_HOOK: Final = CONVERTER.get_structure_hook(ev.Event)
 
 
 def structure_commands(value: Any, path: str = "$.commands") -> Commands:

@@ -5,19 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from catalog_core.config import CatalogConfig
+from catalog_core.jsonval import Json
 from catalog_core.rules.limits import opencode_limits
-from catalog_core.rules.render import pick_default
+from catalog_core.rules.render import PerObject, pick_default
 from catalog_core.sources.agent_template import AgentTemplateInfo
 from catalog_core.state import CatalogEntry
 from catalog_core.values import ModelType
 
 
+def _desired_model(e: CatalogEntry, config: CatalogConfig) -> dict[str, Any]:
+    context, output = opencode_limits(e.context_window, e.max_output_tokens, config)
+    return {"name": e.name, "limit": {"context": context, "output": output}}
+
+
+# Performance (issue 7): a tick that changes one entry re-plans every template against every entry;
+# each entry's part and the template's current models (parsed from its JSON) are made once per
+# object. Both are only read (the patch is built of new dicts), never changed.
+_DESIRED: PerObject[CatalogEntry, dict[str, Any]] = PerObject(_desired_model)
+_CURRENT: PerObject[Json, Any] = PerObject(lambda models, _: models.value())
+
+
 def desired_models(chat: list[CatalogEntry], config: CatalogConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for e in chat:
-        context, output = opencode_limits(e.context_window, e.max_output_tokens, config)
-        out[e.id] = {"name": e.name, "limit": {"context": context, "output": output}}
-    return out
+    return {e.id: _DESIRED.get(e, config) for e in chat}
 
 
 def merge_diff(current: Any, desired: Any) -> Any:
@@ -45,14 +54,16 @@ def template_patch(
     if not chat or template.shape_problem is not None:
         return None  # no chat model: skip (A.6); an unexpected shape is reported, not overwritten
     models = desired_models(chat, config)
-    current = template.models.value() if template.models is not None else None
+    current = _CURRENT.get(template.models, config) if template.models is not None else None
     config_patch: dict[str, Any] = {}
     if current != models:
         config_patch["provider"] = {"litellm": {"models": merge_diff(current, models) if current else models}}
-    refs = {f"litellm/{e.id}" for e in chat}
-    default = f"litellm/{pick_default(config.default_chat_model, [e.id for e in chat])}"
+    ids = [e.id for e in chat]
+    known = set(ids)
+    default = f"litellm/{pick_default(config.default_chat_model, ids)}"
     for field, value in (("model", template.model), ("small_model", template.small_model)):
-        if value not in refs:
+        # ``value in {"litellm/<id>" for each chat entry}``, without formatting every id each tick
+        if not (isinstance(value, str) and value.startswith("litellm/") and value[8:] in known):
             config_patch[field] = default
     if not config_patch:
         return None

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 import attrs
 
 from catalog_core.config import CatalogConfig
-from catalog_core.jsonval import canonical, pretty, short_hash
+from catalog_core.jsonval import Fragment, canonical_join, pretty, short_hash
 from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
 from catalog_core.sources.catalog_configmap import data_fingerprint
 from catalog_core.state import CatalogEntry, RouteRecord
@@ -55,6 +56,73 @@ def entry_json(entry: CatalogEntry) -> dict[str, Any]:
     return out
 
 
+T = TypeVar("T")
+P = TypeVar("P")
+
+
+class PerObject(Generic[T, P]):
+    """Memo of what is derived from one frozen value (an entry, a record) under one configuration.
+
+    Performance (issue 7): a render used to encode every model again, ~1 s at 10,000 models with
+    ``json.dumps(indent=2)``; now each entry's parts are rendered once, when the entry object first
+    appears, and every later render splices their text. Keyed by identity (the state keeps an unchanged
+    entry as the same object), dropped when the object is; so it holds what the live state holds and
+    never changes a result.
+    """
+
+    def __init__(self, build: Callable[[T, CatalogConfig], P]) -> None:
+        self._build = build
+        self._slots: dict[int, tuple[weakref.ref[Any], CatalogConfig, P]] = {}
+
+    def get(self, obj: T, config: CatalogConfig) -> P:
+        key = id(obj)
+        hit = self._slots.get(key)
+        if hit is not None and hit[0]() is obj and hit[1] is config:
+            return hit[2]
+        value = self._build(obj, config)
+        slots = self._slots
+
+        def drop(ref: weakref.ref[Any], key: int = key) -> None:
+            current = slots.get(key)
+            if current is not None and current[0] is ref:
+                del slots[key]
+
+        slots[key] = (weakref.ref(obj, drop), config, value)
+        return value
+
+
+class _EntryParts:
+    """One entry's pieces of every file it appears in, rendered once."""
+
+    __slots__ = ("adapter", "hermes", "model", "openclaw", "opencode", "paperclip")
+
+    def __init__(self, e: CatalogEntry, config: CatalogConfig) -> None:
+        self.model = Fragment(entry_json(e), hashed=True)
+        if e.model_type is not ModelType.CHAT:
+            return
+        ctx = {"contextWindow": e.context_window} if e.context_window else {}
+        self.openclaw = Fragment({"id": e.id, "name": e.name} | ctx)
+        self.hermes = Fragment(
+            {"name": e.name} | ({"context_length": e.context_window} if e.context_window else {})
+        )
+        self.opencode = Fragment(_provider_model(e, opencode_limits, config))
+        self.paperclip = Fragment(_provider_model(e, paperclip_limits, config))
+        self.adapter = Fragment({"id": f"litellm/{e.id}", "label": e.name})
+
+
+def _provider_model(e: CatalogEntry, limits: Any, config: CatalogConfig) -> dict[str, Any]:
+    return {
+        "name": e.name,
+        "limit": dict(
+            zip(("context", "output"), limits(e.context_window, e.max_output_tokens, config), strict=True)
+        ),
+    }
+
+
+_ENTRY_PARTS: PerObject[CatalogEntry, _EntryParts] = PerObject(_EntryParts)
+_RECORD_JSON: PerObject[RouteRecord, Fragment] = PerObject(lambda r, _: Fragment(r.as_json()))
+
+
 def pick_default(wanted: str, ids: list[str]) -> str:
     """The configured id if it exists among models of that type; else the first in sorted order; else ''."""
     if wanted in ids:
@@ -66,17 +134,21 @@ def render_catalog(
     entries: Iterable[CatalogEntry], records: Iterable[RouteRecord], config: CatalogConfig
 ) -> RenderedCatalog:
     ordered = sorted(entries, key=lambda e: (e.model_type.value, e.id))
-    models = [entry_json(e) for e in ordered]
+    parts = [_ENTRY_PARTS.get(e, config) for e in ordered]
+    models = [p.model for p in parts]
     chat = [e for e in ordered if e.model_type is ModelType.CHAT]
+    chat_parts = [p for p, e in zip(parts, ordered, strict=True) if e.model_type is ModelType.CHAT]
     embedding = [e for e in ordered if e.model_type is ModelType.EMBEDDING]
-    chat_json = [m for m, e in zip(models, ordered, strict=True) if e.model_type is ModelType.CHAT]
-    embedding_json = [m for m, e in zip(models, ordered, strict=True) if e.model_type is ModelType.EMBEDDING]
+    chat_json = [p.model for p in chat_parts]
+    embedding_json = [
+        p.model for p, e in zip(parts, ordered, strict=True) if e.model_type is ModelType.EMBEDDING
+    ]
     default_chat = pick_default(config.default_chat_model, [e.id for e in chat])
     default_embedding = pick_default(config.default_embedding_model, [e.id for e in embedding])
     default_entry = next((e for e in chat if e.id == default_chat), None)
     compaction = openclaw_compaction(default_entry.context_window if default_entry else None)
     catalog_hash = short_hash(
-        canonical(
+        canonical_join(
             {
                 "models": models,
                 "defaultChatModel": default_chat,
@@ -93,33 +165,16 @@ def render_catalog(
     opencode_model = f"litellm/{default_chat}" if default_chat else ""
     base = config.litellm_api_base
 
-    def provider(limits: Any) -> dict[str, Any]:
+    def provider(models: dict[str, Fragment]) -> dict[str, Any]:
         return {
             "litellm": {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "LiteLLM",
                 "options": {"baseURL": base, "apiKey": "{env:OPENAI_API_KEY}"},
-                "models": {
-                    e.id: {
-                        "name": e.name,
-                        "limit": dict(
-                            zip(
-                                ("context", "output"),
-                                limits(e.context_window, e.max_output_tokens, config),
-                                strict=True,
-                            )
-                        ),
-                    }
-                    for e in chat
-                },
+                "models": models,
             }
         }
 
-    hermes_models: dict[str, Any] = {}
-    for e in chat:
-        hermes_models[e.id] = {"name": e.name} | (
-            {"context_length": e.context_window} if e.context_window else {}
-        )
     data = {
         "catalog.json": pretty(
             {
@@ -152,11 +207,7 @@ def render_catalog(
                             "baseUrl": base,
                             "apiKey": "${LITELLM_API_KEY}",
                             "api": "openai-completions",
-                            "models": [
-                                {"id": e.id, "name": e.name}
-                                | ({"contextWindow": e.context_window} if e.context_window else {})
-                                for e in chat
-                            ],
+                            "models": [p.openclaw for p in chat_parts],
                         }
                     }
                 },
@@ -180,17 +231,21 @@ def render_catalog(
                         "api_mode": "chat_completions",
                         "default_model": default_chat,
                         "discover_models": False,
-                        "models": hermes_models,
+                        "models": {e.id: p.hermes for e, p in zip(chat, chat_parts, strict=True)},
                     }
                 },
             }
         ),
-        "opencode-providers.json": pretty(provider(opencode_limits)),
-        "paperclip-opencode-providers.json": pretty(provider(paperclip_limits)),
-        "paperclip-adapter-models.json": pretty(
-            {"opencode_local": [{"id": f"litellm/{e.id}", "label": e.name} for e in chat]}
+        "opencode-providers.json": pretty(
+            provider({e.id: p.opencode for e, p in zip(chat, chat_parts, strict=True)})
         ),
-        "routes.json": pretty([r.as_json() for r in sorted(records, key=lambda r: (r.source, r.name))]),
+        "paperclip-opencode-providers.json": pretty(
+            provider({e.id: p.paperclip for e, p in zip(chat, chat_parts, strict=True)})
+        ),
+        "paperclip-adapter-models.json": pretty({"opencode_local": [p.adapter for p in chat_parts]}),
+        "routes.json": pretty(
+            [_RECORD_JSON.get(r, config) for r in sorted(records, key=lambda r: (r.source, r.name))]
+        ),
         f"{PREFIX}READY": "true",
         f"{PREFIX}HASH": catalog_hash,
         f"{PREFIX}DEFAULT_CHAT_MODEL": default_chat,

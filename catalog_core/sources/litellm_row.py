@@ -34,6 +34,7 @@ INFO_KEYS = (
     "mode",
     "team_public_model_name",
 )
+_INFO_KEYS = frozenset(INFO_KEYS)
 _MODE_TYPES = {
     "embedding": ModelType.EMBEDDING,
     "rerank": ModelType.RERANK,
@@ -54,7 +55,7 @@ def whitelist_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "model_info": {
             k: v
             for k, v in info.items()
-            if isinstance(k, str) and v is not None and (k in INFO_KEYS or k.startswith("ai_appliance_"))
+            if v is not None and (k in _INFO_KEYS or (isinstance(k, str) and k.startswith("ai_appliance_")))
         },
     }
 
@@ -91,7 +92,13 @@ class LiteLLMRow:
 
     @classmethod
     def from_info(cls, row: Mapping[str, Any]) -> LiteLLMRow | None:
-        clean = whitelist_row(row)
+        return cls.from_clean(whitelist_row(row))
+
+    @classmethod
+    def from_clean(
+        cls, clean: Mapping[str, Any], params_json: Json | None = None, info_json: Json | None = None
+    ) -> LiteLLMRow | None:
+        """From a whitelisted row (``whitelist_row``); its params and info as ``Json`` when already made."""
         params, info = clean["litellm_params"], clean["model_info"]
         row_id = info.get("id")
         name = clean["model_name"]
@@ -114,8 +121,8 @@ class LiteLLMRow:
         return cls(
             id=row_id,
             model_name=name,
-            litellm_params=Json.of(params),
-            model_info=Json.of(info),
+            litellm_params=params_json if params_json is not None else Json.of(params),
+            model_info=info_json if info_json is not None else Json.of(info),
             owner=owner,
             managed=info.get("ai_appliance_managed") is True,
             order=order if isinstance(order, int) and not isinstance(order, bool) else None,

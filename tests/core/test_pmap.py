@@ -48,3 +48,19 @@ def test_setting_the_same_value_returns_the_same_map():
     m = PMap().set("a", v)
     assert m.set("a", v) is m
     assert m.delete("missing") is m
+
+
+@given(st.dictionaries(keys, st.integers()), ops)
+def test_changes_lists_exactly_the_keys_whose_values_differ(start, operations):
+    """The structural diff (issue 7) against a plain comparison of two versions."""
+    old = PMap.of(start)
+    new = old
+    for is_set, key, value in operations:
+        new = new.set(key, value) if is_set else new.delete(key)
+    a, b = old.to_dict(), new.to_dict()
+    expected = {
+        k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k, object()) is not b.get(k, object())
+    }
+    got = {k: (x, y) for k, x, y in old.changes(new)}
+    assert got == expected
+    assert list(new.changes(new)) == []

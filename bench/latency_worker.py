@@ -1,0 +1,102 @@
+"""P1's measured process: the embeddable ModelCatalog (app/library.py) on the real kube-apiserver and
+the fast LiteLLM fake (bench.fake_server, in a process of its own on loopback, so LiteLLM's own latency
+and CPU are excluded).
+
+    python -m bench.latency_worker --kubeconfig K --namespace NS --appliance-namespace ANS \
+        --litellm-url URL --expect N
+
+Prints ``READY <rows>`` once it has converged (``N`` rows observed, nothing queued), then ``E`` (a
+Model event folded) and ``Q`` (a LiteLLM command queued) lines with CLOCK_MONOTONIC times, and ``RSS
+<KiB>`` at the end. It stops when its standard input closes. The driver (bench.scenarios) writes to
+the API server from another process and compares its own send times with these and the fake's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from app.library import ModelCatalog
+from app.service import load_api_client
+from catalog_core.commands import Command
+from catalog_core.config import CatalogConfig, ConfigError
+from catalog_core.events import Event, ObjectUpserted, SourceKind
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) -> None:
+    """Also note when each Model event is folded (``E``) and each LiteLLM command is queued (``Q``),
+    to split the latency into API server + watch, fold + plan, queue + request. Kept in memory and
+    printed at the end: writing to the pipe meanwhile could block the loop being measured."""
+    loop = catalog.loop
+    apply, submit = loop._apply, loop.queue.submit
+    clock = time.monotonic
+
+    def traced_apply(event: Event) -> tuple[Command, ...]:
+        commands = apply(event)
+        if isinstance(event, ObjectUpserted) and event.source is SourceKind.KUBEAI_MODELS:
+            trace.append(("E", clock(), (event.object.get("metadata") or {}).get("name", "?")))
+        return commands
+
+    def traced_submit(command: Command, submitted_at: float | None = None) -> None:
+        if command.key.startswith("litellm/"):
+            trace.append(("Q", clock(), command.key[8:]))
+        submit(command, submitted_at)
+
+    loop._apply = traced_apply  # type: ignore[method-assign]
+    loop.queue.submit = traced_submit  # type: ignore[method-assign]
+
+
+async def main(args: argparse.Namespace) -> None:
+    config = CatalogConfig.from_env(
+        {
+            "NAMESPACE": args.namespace,
+            "APPLIANCE_NAMESPACE": args.appliance_namespace,
+            "LITELLM_BASE_URL": "http://litellm.bench.invalid:4000",
+        }
+    )
+    assert not isinstance(config, ConfigError), config
+    api_client = await load_api_client(args.kubeconfig)
+    catalog = ModelCatalog(
+        config,
+        api_client,
+        litellm_master_key="sk-test",
+        litellm_base_url=args.litellm_url,
+        litellm_resync_seconds=30.0,
+    )
+    async with api_client, anyio.create_task_group() as tg:
+        await tg.start(catalog.run)
+        await catalog.wait_ready()
+        while len(catalog.state.litellm.rows) < args.expect or catalog.loop.queue.depth:
+            await anyio.sleep(0.05)
+        # The rows were just created: let their per-key LiteLLM cooldown (1 s in CatalogLoop) pass, so
+        # what follows measures a change to a model not written for a while, as P1 means it.
+        await anyio.sleep(1.5)
+        trace: list[tuple[str, float, str]] = []
+        _trace_stages(catalog, trace)
+        print(f"READY {len(catalog.state.litellm.rows)}", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.read)  # until the driver closes our stdin
+        print(f"RSS {_rss_kib()}", flush=True)
+        print("".join(f"{kind} {t:.6f} {what}\n" for kind, t, what in trace), end="", flush=True)
+        tg.cancel_scope.cancel()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--appliance-namespace", required=True)
+    parser.add_argument("--litellm-url", required=True)
+    parser.add_argument("--expect", type=int, required=True, help="rows to wait for before READY")
+    anyio.run(main, parser.parse_args())

@@ -1,0 +1,379 @@
+"""results.json -> results.md: the table of targets, the growth table, the profile, the context."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench.stats import summary
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 1000:,.1f} ms"
+
+
+def _s(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f} s"
+
+
+def _spread(s: dict[str, Any] | None, fmt: Any) -> str:
+    if not s or not s.get("n"):
+        return "n/a"
+    return f"{fmt(s['median'])} (min {fmt(s['min'])}, max {fmt(s['max'])}, n={s['n']})"
+
+
+def _met(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("**met**" if ok else "**missed**")
+
+
+def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    out: list[tuple[str, str, str, str, str]] = []
+    errors = r.get("errors", {})
+
+    # P1
+    p1 = {k: v for k, v in (r.get("P1") or {}).items() if v}
+    stress = {k: v for k, v in (r.get("P1_stress") or {}).items() if v}
+    for head in sorted(p1, key=int):
+        v = p1[head]
+        lat = v["latency_s"]
+        ok = lat["p50"] <= 0.020 and lat["p99"] <= 0.100
+        fast = stress.get(head)
+        extra = (
+            f"; at 50 changes/s (stress): p50 {_ms(fast['latency_s']['p50'])}, p99 "
+            f"{_ms(fast['latency_s']['p99'])}"
+            if fast
+            else ""
+        )
+        out.append(
+            (
+                "P1",
+                f"watch event -> LiteLLM request ({int(head):,} models; {lat['n']} readiness changes of "
+                f"different models, {1 / v['interval_s']:.0f}/s; real kube-apiserver, fake LiteLLM in its "
+                "own process)",
+                "p50 <= 20 ms, p99 <= 100 ms",
+                f"p50 {_ms(lat['p50'])}, p90 {_ms(lat['p90'])}, p99 {_ms(lat['p99'])}, max {_ms(lat['max'])}"
+                f" (missing {v['missing']}; p99/target {lat['p99'] / 0.1:.2f}){extra}",
+                _met(ok),
+            )
+        )
+    for key in [k for k in errors if k.startswith("P1@")]:
+        out.append(
+            (
+                "P1",
+                f"watch event -> LiteLLM request ({key})",
+                "p50 <= 20 ms, p99 <= 100 ms",
+                errors[key],
+                "error",
+            )
+        )
+
+    # P2
+    p2 = r.get("P2")
+    if p2:
+        both = p2["both_s"]
+        out.append(
+            (
+                "P2",
+                "Kubernetes change -> LiteLLM row and ConfigMap both visible (real peers, "
+                f"{p2['models']} models, "
+                f"{both['n']} changes one at a time, polled every 20 ms)",
+                "p99 <= 1 s",
+                f"p50 {_ms(both['p50'])}, p99 {_ms(both['p99'])}, max {_ms(both['max'])} (row alone p99 "
+                f"{_ms(p2['row_s']['p99'])}, ConfigMap alone p99 {_ms(p2['configmap_s']['p99'])}; publishing "
+                f"(row created) p50 {_ms(p2['both_create_s']['p50'])} p99 {_ms(p2['both_create_s']['p99'])}, "
+                f"withdrawing (row deleted) p50 {_ms(p2['both_delete_s']['p50'])} p99 "
+                f"{_ms(p2['both_delete_s']['p99'])})",
+                _met(both["p99"] <= 1.0),
+            )
+        )
+    elif "P2" in errors:
+        out.append(
+            ("P2", "change -> row and ConfigMap visible (real peers)", "p99 <= 1 s", errors["P2"], "error")
+        )
+
+    # P3
+    p3 = r.get("P3")
+    if p3:
+        total = p3["total_writes"]
+        out.append(
+            (
+                "P3",
+                f"writes while idle for {p3['seconds']:.0f} s at {p3['models']} models "
+                f"({p3['litellm_resyncs']} "
+                f"LiteLLM resyncs, {p3['kube_relists']:.0f} watch relists)",
+                "0",
+                f"{total:.0f} writes (LiteLLM at the fake {p3['litellm_writes_at_fake']}, by kind "
+                f"{p3['controller_writes_by_kind'] or '{}'}, resourceVersions changed: "
+                f"{', '.join(p3['resource_versions_changed']) or 'none'})",
+                _met(total == 0 and not p3["resource_versions_changed"]),
+            )
+        )
+    elif "P3" in errors:
+        out.append(("P3", "writes while idle", "0", errors["P3"], "error"))
+
+    # P4
+    p4 = r.get("P4")
+    if p4 and p4["runs"]:
+        runs = p4["runs"]
+        lw = summary([x["litellm_writes"] for x in runs])
+        cw = summary([x["configmap_writes"] for x in runs])
+        unchanged = summary([x["litellm_writes_unchanged_models"] for x in runs])
+        secs = summary([x["flap_seconds"] for x in runs])
+        changed = runs[0]["models_changed"]
+        ok = all(x["litellm_writes"] <= x["models_changed"] and x["configmap_writes"] <= 3 for x in runs)
+        correct = all(x["final_rows_correct"] and x["final_catalog_correct"] for x in runs)
+        out.append(
+            (
+                "P4",
+                f"1,000 readiness patches over 100 models (sent in {_spread(secs, lambda v: f'{v:.2f} s')}), "
+                f"then quiet; {changed} models end changed",
+                f"<= {changed} LiteLLM writes (1 per changed model); <= 3 ConfigMap writes",
+                f"LiteLLM writes {_spread(lw, lambda v: f'{v:.0f}')} (of them on models whose final "
+                "state did "
+                f"not change: {_spread(unchanged, lambda v: f'{v:.0f}')}); ConfigMap writes "
+                f"{_spread(cw, lambda v: f'{v:.0f}')}; final state correct: {correct}",
+                _met(ok),
+            )
+        )
+    elif "P4" in errors:
+        out.append(
+            (
+                "P4",
+                "readiness flaps",
+                "<= 1 write per changed model; <= 3 ConfigMap writes",
+                errors["P4"],
+                "error",
+            )
+        )
+
+    # P5
+    p5 = r.get("P5")
+    if p5:
+        sizes = p5["sizes"]
+        small, large = ("1000", "10000") if "10000" in sizes else ("100", "1000")
+        t_small, t_large = sizes[small]["events_per_s"], sizes[large]["events_per_s"]
+        ratio = t_small["median"] / t_large["median"]
+        ok = min(t_small["median"], t_large["median"]) >= 50_000 and ratio <= 1.5
+        out.append(
+            (
+                "P5",
+                f"parse+fold throughput ({p5['events']} watch events, {p5['repeats']} runs)",
+                f">= 50,000 events/s; cost ratio {large}/{small} <= 1.5",
+                f"{small}: {_spread(t_small, lambda v: f'{v:,.0f}/s')}; {large}: "
+                f"{_spread(t_large, lambda v: f'{v:,.0f}/s')}; cost ratio {ratio:.2f}",
+                _met(ok),
+            )
+        )
+    # P6
+    p6 = r.get("P6")
+    if p6:
+        wall = p6["wall_s"]
+        scale = 1_000_000 / p6["records"]
+        first = max(x["rss_first_half_mib"] for x in p6["runs"])
+        second = max(x["rss_second_half_mib"] for x in p6["runs"])
+        flat = second <= first * 1.1 + 2
+        note = (
+            ""
+            if scale == 1
+            else f" (a {p6['records']:,}-record log; x{scale:.0f} = {wall['median'] * scale:.1f} s)"
+        )
+        out.append(
+            (
+                "P6",
+                f"`model-catalog replay --verify` of a {p6['records']:,}-record log "
+                f"({p6['log_bytes'] / 1e6:.0f} MB), "
+                "one CPU",
+                "<= 20 s, memory flat",
+                f"{_spread(wall, _s)}{note}; RSS max {first:.0f} MiB in the first half, {second:.0f} "
+                "MiB in the "
+                f"second; the event-log layer alone {p6['log_layer_s']:.1f} s",
+                _met(wall["median"] * scale <= 20.0 and flat),
+            )
+        )
+    # P7
+    p7 = {k: v for k, v in (r.get("P7") or {}).items() if v}
+    if p7:
+        head = "1000" if "1000" in p7 else max(p7, key=int)
+        v = p7[head]
+        out.append(
+            (
+                "P7",
+                f"resident memory of `model-catalog run`, steady at {head} models",
+                "<= 60 MiB",
+                f"{_spread(v['rss_mib'], lambda x: f'{x:.1f} MiB')}; peak {v['peak_rss_mib']:.1f} MiB",
+                _met(v["rss_mib"]["median"] <= 60),
+            )
+        )
+    # P8
+    p8 = r.get("P8")
+    if p8:
+        runs = p8["runs"]
+        warm = runs[1:] or runs
+        cat = summary([x["catalog"] for x in warm])
+        health = summary([x["healthz"] for x in warm])
+        imports = p8["imports"]
+        import_s = imports["with_imports_s"]["median"] - imports["bare_interpreter_s"]["median"]
+        out.append(
+            (
+                "P8",
+                f"process start -> first catalog written, API reachable ({len(warm)} restarts at 100 models)",
+                "<= 2 s (imports reported apart)",
+                f"catalog written {_spread(cat, _s)}; /healthz answers {_spread(health, _s)}; first start "
+                f"(empty LiteLLM, {runs[0]['rows']:.0f} rows to create) {_s(runs[0]['catalog'])}; imports "
+                f"{_s(import_s)} of it",
+                _met(max(x["catalog"] for x in warm) <= 2.0 and runs[0]["catalog"] <= 2.0),
+            )
+        )
+    return out
+
+
+def growth(r: dict[str, Any]) -> list[str]:
+    p1 = r.get("P1") or {}
+    stress = r.get("P1_stress") or {}
+    p5 = (r.get("P5") or {}).get("sizes", {})
+    p7 = r.get("P7") or {}
+    sizes = sorted({int(k) for k in (*p1, *p5, *p7)})
+    if not sizes:
+        return []
+    lines = [
+        "| models | P1 p50 / p99 at 10 changes/s | P1 stages p50 (API+watch / fold+plan / queue+request) "
+        "| P1 p50 / p99 at 50 changes/s | P5 events/s | P5 render | P7 RSS (median) | P7 converge |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        a = p1.get(str(n)) or {}
+        f = stress.get(str(n)) or {}
+        b = p5.get(str(n)) or {}
+        c = p7.get(str(n)) or {}
+        stages = a.get("stages_s") or {}
+        cells = [
+            f"{n:,}",
+            f"{_ms(a['latency_s']['p50'])} / {_ms(a['latency_s']['p99'])}" if a else "n/a",
+            " / ".join(_ms(stages[k]["p50"]) for k in ("watch", "plan", "execute")) if stages else "n/a",
+            f"{_ms(f['latency_s']['p50'])} / {_ms(f['latency_s']['p99'])}" if f else "n/a",
+            f"{b['events_per_s']['median']:,.0f}" if b else "n/a",
+            f"{b['render_ms']['median']:.1f} ms" if b else "n/a",
+            f"{c['rss_mib']['median']:.1f} MiB" if c else "n/a",
+            f"{c['converge_s']:.1f} s" if c else "n/a",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(r: dict[str, Any]) -> str:
+    m = r.get("machine", {})
+    lines = [
+        "# model-catalog benchmarks (issue 7)" + (" — quick run" if r.get("quick") else ""),
+        "",
+        f"Measured {m.get('date', '?')} on {m.get('cpu', '?')}, {m.get('cores', '?')} cores, "
+        f"{m.get('ram_gib', '?')} GiB RAM, kernel {m.get('kernel', '?')}; Python {m.get('python', '?')}; "
+        f"git {m.get('git_revision', '?')} ({m.get('git_branch', '?')}). Load average at start "
+        f"{_load(m.get('load_average_at_start'))}, at end {_load(m.get('load_average_at_end'))} "
+        "(a shared 2-core machine: read medians and ratios, not single figures). "
+        f"The whole run took {r.get('seconds', 0) / 60:.1f} min.",
+        "",
+        "Libraries: " + ", ".join(f"{k} {v}" for k, v in (m.get("libraries") or {}).items()) + ".",
+        "",
+        "| id | what | target | measured: median (spread) | result |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows(r):
+        lines.append("| " + " | ".join(str(x).replace("|", "/") for x in row) + " |")
+    g = growth(r)
+    if g:
+        lines += ["", "## Growth with the number of models", "", *g]
+    for prof in r.get("profiles") or []:
+        title = (
+            "Profile of the worst CPU-bound figure" if prof is (r.get("profiles") or [None])[0] else "Profile"
+        )
+        lines += [
+            "",
+            f"## {title}: {prof['figure']} ({prof['ratio']:.2f}x its target)",
+            "",
+            f"`{prof['command']}` under py-spy ({prof['samples']} samples). Functions by own time:",
+            "",
+            *[f"{i + 1}. {f} - {pct}%" for i, (f, pct) in enumerate(prof["self"][:10])],
+            "",
+            "By inclusive time: " + "; ".join(f"{f} {pct}%" for f, pct in prof["inclusive"][:16]) + ".",
+        ]
+    extra = _details(r)
+    if extra:
+        lines += ["", "## Details", "", *extra]
+    if r.get("errors"):
+        lines += ["", "## Errors", "", *[f"- {k}: {v}" for k, v in r["errors"].items()]]
+    if r.get("notes"):
+        lines += ["", "## Notes", "", *[f"- {n}" for n in r["notes"]]]
+    return "\n".join(lines) + "\n"
+
+
+def _load(v: Any) -> str:
+    return "/".join(f"{x:.2f}" for x in v) if v else "?"
+
+
+def _details(r: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    p5 = r.get("P5")
+    if p5:
+        for n, s in p5["sizes"].items():
+            out.append(
+                f"- P5 at {int(n):,} models: plan {s['plan_us_per_changed_item']['median']:.0f} us per "
+                "changed item "
+                f"(burst of 100); render {_spread(s['render_ms'], lambda v: f'{v:.1f} ms')} (first render, "
+                f"cache empty: {s['first_render_ms']:.1f} ms)."
+            )
+    p6 = r.get("P6")
+    if p6:
+        out.append(
+            f"- P6: `{p6['runs'][0]['command'] if p6['runs'] else ''}`: {p6['output']}; cpu "
+            f"{_spread(p6['cpu_s'], _s)}, peak RSS {_spread(p6['peak_rss_mib'], lambda v: f'{v:.0f} MiB')}; "
+            f"RSS over the last run (MiB): {p6['runs'][-1]['rss_samples_mib'] if p6['runs'] else []}."
+        )
+    p1_all = [*(r.get("P1") or {}).items(), *(r.get("P1_stress") or {}).items()]
+    for n, v in sorted(p1_all, key=lambda kv: int(kv[0])):
+        if v:
+            out.append(
+                f"- P1 at {int(n):,} models: {v['changes']} changes every {v['interval_s'] * 1000:.0f} ms "
+                f"(sent over {v['drive_seconds']:.1f} s); API write round trip p50 "
+                f"{_ms(v['api_write_round_trip_s']['p50'])}; worker start to converged "
+                f"{v['startup_s']:.1f} s; "
+                f"worker RSS {v['worker_rss_mib'] or 0:.0f} MiB."
+            )
+    for n, v in sorted((r.get("P7") or {}).items(), key=lambda kv: int(kv[0])):
+        if v:
+            out.append(
+                f"- P7 at {int(n):,} models: RSS {_spread(v['rss_mib'], lambda x: f'{x:.1f} MiB')}, peak "
+                f"{v['peak_rss_mib']:.1f} MiB; converged {v['converge_s']:.1f} s after start; catalog "
+                "ConfigMap "
+                f"written: {v['catalog_written']} (WriteCatalog outcomes {v['catalog_write_outcomes']})."
+            )
+    p3 = r.get("P3")
+    if p3:
+        out.append(
+            f"- P3: controller RSS over the idle period {_spread(p3['rss_mib'], lambda x: f'{x:.1f} MiB')}."
+        )
+    p4 = r.get("P4")
+    if p4:
+        for i, run in enumerate(p4["runs"]):
+            out.append(f"- P4 run {i + 1}: {run}")
+    p8 = r.get("P8")
+    if p8:
+        imp = p8["imports"]
+        out.append(
+            "- P8 runs (s from process start): "
+            f"{[{k: round(v, 3) for k, v in x.items()} for x in p8['runs']]}; "
+            f"empty interpreter {_spread(imp['bare_interpreter_s'], _s)}, with `import app.cli, app.service` "
+            f"{_spread(imp['with_imports_s'], _s)}; heaviest imports (ms, cumulative) "
+            f"{imp['heaviest_packages_ms']}; RSS right after the imports "
+            f"{imp['rss_after_imports_mib']:.1f} MiB (an empty interpreter "
+            f"{imp.get('rss_bare_interpreter_mib', 0):.1f} MiB; what each package adds alone, MiB: "
+            f"{ {k: round(v, 1) for k, v in (imp.get('rss_added_by_mib') or {}).items()} })."
+        )
+    if r.get("load_average"):
+        out.append(
+            "- Load average (1/5/15 min) before and after each benchmark: "
+            + "; ".join(f"{k} {_load(v[0])} -> {_load(v[1])}" for k, v in r["load_average"].items())
+            + "."
+        )
+    if r.get("model_creation_s"):
+        out.append(f"- Models created in the API server (seconds per step): {r['model_creation_s']}.")
+    return out

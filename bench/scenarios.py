@@ -1,0 +1,802 @@
+"""The end-to-end benchmarks (P1-P4, P7, P8): the controller on the real kube-apiserver.
+
+Each function takes a ``World`` (the API server, the namespaces, the models in them) and returns a
+JSON-able dict of raw samples and summaries; bench.run repeats them and writes the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from adapters.litellm.fake import DELETE, INFO, NEW
+from bench.kube import Kube, model_name
+from bench.peers import FakeServer
+from bench.stats import latency, summary
+from catalog_core.rules.render import bootstrap_data
+from catalog_core.values import ID_PREFIX
+from tests.e2e.harness import Controller
+
+CATALOG = "ai-model-catalog"
+HASH_ANNOTATION = "ai-appliance.io/catalog-hash"
+CONSUMER_LABELS = {"app": "bench-consumer", "ai-appliance.io/model-catalog-consumer": "true"}
+
+
+def row_id(i: int) -> str:
+    return f"{ID_PREFIX}kubeai-{model_name(i)}"
+
+
+def rss_kib(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process, KiB."""
+    rss = hwm = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
+        elif line.startswith("VmHWM:"):
+            hwm = int(line.split()[1])
+    return rss, hwm
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except (httpx.HTTPError, OSError, KeyError, ValueError) as exc:
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class World:
+    kube: Kube
+    kubeconfig: Path
+    namespace: str
+    appliance_namespace: str
+    work: Path
+    models: int = 0  # bench-00000 .. bench-<models-1>, all ready
+    notes: list[str] = field(default_factory=list)
+
+    def grow(self, total: int) -> float:
+        """Create models up to ``total`` (ready); seconds it took."""
+        if total <= self.models:
+            return 0.0
+        seconds = self.kube.create_models(self.namespace, range(self.models, total))
+        self.models = total
+        return seconds
+
+    def all_ready(self, indexes: range | list[int]) -> None:
+        self.kube.parallel(
+            [functools.partial(self.kube.set_ready, self.namespace, model_name(i), True) for i in indexes]
+        )
+
+    def controller_env(self, litellm_url: str, master_key: str = "sk-test", **extra: str) -> dict[str, str]:
+        env = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "NAMESPACE": self.namespace,
+            "APPLIANCE_NAMESPACE": self.appliance_namespace,
+            "LITELLM_BASE_URL": litellm_url,
+            "LITELLM_MASTER_KEY": master_key,
+            "CATALOG_EVENT_LOG_PATH": "",  # off, as in deploy/
+            "CATALOG_LEASE_NAMESPACE": self.namespace,
+            "LOG_LEVEL": "INFO",
+        }
+        env.update(extra)
+        return env
+
+    def catalog_hash(self) -> str | None:
+        cm = self.kube.configmap(self.namespace)
+        return (cm["metadata"].get("annotations") or {}).get(HASH_ANNOTATION)
+
+    def catalog_model_ids(self) -> set[str] | None:
+        data = self.kube.configmap(self.namespace).get("data") or {}
+        if "catalog.json" not in data:
+            return None
+        return {m["id"] for m in json.loads(data["catalog.json"])["models"]}
+
+    def reset_catalog(self) -> None:
+        """The placeholder of deploy/ again, so the next controller has to write the catalog."""
+        self.kube.put_configmap_data(self.namespace, CATALOG, bootstrap_data())
+
+
+@contextmanager
+def controller(world: World, name: str, env: dict[str, str]) -> Iterator[Controller]:
+    process = Controller(name, env, world.work).start()
+    try:
+        yield process
+    finally:
+        try:
+            process.stop(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def converged(world: World, ctl: Controller, fake_rows: Callable[[], int], rows: int) -> bool:
+    return fake_rows() == rows and ctl.metric("model_catalog_queue_depth") == 0
+
+
+def wait_converged(
+    world: World, ctl: Controller, fake_rows: Callable[[], int], rows: int, timeout: float
+) -> float:
+    """Seconds until ``rows`` rows exist and nothing is queued, twice in a row 0.5 s apart."""
+    began = time.monotonic()
+
+    def stable() -> bool:
+        if ctl.process is not None and ctl.process.poll() is not None:
+            raise RuntimeError(f"{ctl.name} exited: {ctl.tail()}")
+        if not converged(world, ctl, fake_rows, rows):
+            return False
+        time.sleep(0.5)
+        return converged(world, ctl, fake_rows, rows)
+
+    wait_until(stable, timeout, f"{ctl.name} to converge on {rows} rows", interval=0.2)
+    return time.monotonic() - began
+
+
+def writes(ctl: Controller) -> dict[str, float]:
+    """Commands carried out, by kind, except the reads (probes, the Secret watch)."""
+    out: dict[str, float] = {}
+    for line in ctl.metrics().splitlines():
+        if not line.startswith("model_catalog_commands_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        kind = labels.split('kind="', 1)[1].split('"', 1)[0]
+        if kind in ("ProbeRuntime", "WatchSecrets"):
+            continue
+        out[kind] = out.get(kind, 0.0) + float(value)
+    return out
+
+
+# --- P1 ------------------------------------------------------------------------------------------
+
+
+def _spawn(module: str, *args: str, log: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=open(log, "w"),
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+def p1_latency(
+    world: World, phases: list[tuple[int, float]], profile: Path | None = None
+) -> list[dict[str, Any]]:
+    """Watch event written -> LiteLLM request received, for readiness flips of different models (round
+    robin, so one model changes at most every ``models * interval`` s, past the 1 s per-key
+    cooldown). ``phases``: (changes, seconds between changes), run one after the other on the same
+    controller: the embeddable library in its own process, the fake LiteLLM in another. ``profile``:
+    py-spy the controller during the last phase."""
+    n = world.models
+    fake = _spawn("bench.fake_server", log=world.work / f"p1-fake-{n}.log")
+    assert fake.stdout is not None
+    url = fake.stdout.readline().split()[1]
+    worker = _spawn(
+        "bench.latency_worker",
+        "--kubeconfig",
+        str(world.kubeconfig),
+        "--namespace",
+        world.namespace,
+        "--appliance-namespace",
+        world.appliance_namespace,
+        "--litellm-url",
+        url,
+        "--expect",
+        str(n),
+        log=world.work / f"p1-worker-{n}.log",
+    )
+    ready = threading.Event()
+    seen: dict[str, list[tuple[float, str]]] = {}
+    folded: dict[str, list[float]] = {}
+    queued: dict[str, list[float]] = {}
+    rss: list[int] = []
+    lock = threading.Lock()
+
+    def read(process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            parts = line.split()
+            with lock:
+                if parts[:1] == ["READY"]:
+                    ready.set()
+                elif parts[:1] == ["W"]:
+                    seen.setdefault(parts[3], []).append((float(parts[1]), parts[2].replace("_", " ")))
+                elif parts[:1] == ["E"]:
+                    folded.setdefault(parts[2], []).append(float(parts[1]))
+                elif parts[:1] == ["Q"]:
+                    queued.setdefault(parts[2], []).append(float(parts[1]))
+                elif parts[:1] == ["RSS"]:
+                    rss.append(int(parts[1]))
+
+    readers = [threading.Thread(target=read, args=(p,), daemon=True) for p in (fake, worker)]
+    for reader in readers:
+        reader.start()
+    began = time.monotonic()
+    state = dict.fromkeys(range(n), True)
+    runs: list[tuple[list[tuple[str, float, float, str]], list[float | None], float]] = []
+    try:
+        if not ready.wait(900):
+            raise TimeoutError(f"the P1 worker did not converge on {n} models")
+        startup = time.monotonic() - began
+        k = 0
+        for number, (changes, interval) in enumerate(phases):
+            spy = None
+            if profile is not None and number == len(phases) - 1:
+                spy = _py_spy(worker.pid, profile, changes * interval + 2)
+            expected: list[tuple[str, float, float, str]] = []
+            start = time.monotonic()
+            for step in range(changes):
+                i = k % n
+                k += 1
+                state[i] = not state[i]
+                sent, acked = world.kube.set_ready(world.namespace, model_name(i), state[i])
+                expected.append((row_id(i), sent, acked, NEW if state[i] else DELETE))
+                pause = start + (step + 1) * interval - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+            drive = time.monotonic() - start
+
+            def matched(expected: list[tuple[str, float, float, str]] = expected) -> list[float | None]:
+                out: list[float | None] = []
+                with lock:
+                    for rid, sent, _, endpoint in expected:
+                        hit = next((t for t, e in seen.get(rid, []) if t >= sent and e == endpoint), None)
+                        out.append(None if hit is None else hit - sent)
+                return out
+
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: all(x is not None for x in matched()), 120, "every LiteLLM request")
+            runs.append((expected, matched(), drive))
+            if spy is not None:
+                spy.wait(60)
+            time.sleep(2.0)  # past the per-key cooldown before the next phase
+        world.all_ready([i for i, r in state.items() if not r])
+    finally:
+        _stop(worker)
+        _stop(fake)
+        for reader in readers:
+            reader.join(5)
+    results = []
+    for (expected, totals, drive), (changes, interval) in zip(runs, phases, strict=True):
+        stages: dict[str, list[float]] = {"watch": [], "plan": [], "execute": []}
+        for (rid, sent, _, _), total in zip(expected, totals, strict=True):
+            name = rid.removeprefix(f"{ID_PREFIX}kubeai-")
+            t_fold = next((t for t in folded.get(name, []) if t >= sent), None)
+            t_queue = next((t for t in queued.get(rid, []) if t >= sent), None)
+            if total is None or t_fold is None or t_queue is None:
+                continue
+            stages["watch"].append(t_fold - sent)
+            stages["plan"].append(t_queue - t_fold)
+            stages["execute"].append(sent + total - t_queue)
+        values = [x for x in totals if x is not None]
+        results.append(
+            {
+                "models": n,
+                "changes": changes,
+                "interval_s": interval,
+                "drive_seconds": drive,
+                "startup_s": startup,
+                "missing": sum(1 for x in totals if x is None),
+                "latency_s": latency(values),
+                "api_write_round_trip_s": latency([acked - sent for _, sent, acked, _ in expected]),
+                "stages_s": {key: latency(v) for key, v in stages.items()},
+                "worker_rss_mib": rss[0] / 1024 if rss else None,
+            }
+        )
+    return results
+
+
+def _py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
+    py_spy = Path(sys.executable).parent / "py-spy"
+    return subprocess.Popen(
+        [
+            str(py_spy),
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(int(seconds) + 1),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+# --- P3, P4, P7, P8: the controller process with the fake on a port --------------------------------
+
+
+def consumers(world: World) -> None:
+    """An AgentTemplate and a consumer Deployment -> ReplicaSet -> Pod, so P3 can count their writes."""
+    ns = world.namespace
+    template = {
+        "apiVersion": "kubeopencode.io/v1alpha1",
+        "kind": "AgentTemplate",
+        "metadata": {"name": "litellm-default", "namespace": ns},
+        "spec": {"config": {"provider": {"litellm": {"models": {"old": {"name": "old"}}}}}},
+    }
+    world.kube.kubectl("apply", "-f", "-", input_text=json.dumps(template))
+    workload = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "bench-consumer", "namespace": ns, "labels": CONSUMER_LABELS},
+        "spec": {
+            "selector": {"matchLabels": CONSUMER_LABELS},
+            "template": {
+                "metadata": {"labels": CONSUMER_LABELS},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
+        },
+    }
+    world.kube.kubectl("apply", "-f", "-", input_text=json.dumps(workload))
+    uid = world.kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/bench-consumer")["metadata"]["uid"]
+    rs = json.loads(json.dumps(workload))
+    rs["kind"] = "ReplicaSet"
+    rs["metadata"]["name"] = "bench-consumer-1"
+    rs["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": "bench-consumer",
+            "uid": uid,
+            "controller": True,
+        }
+    ]
+    world.kube.kubectl("apply", "-f", "-", input_text=json.dumps(rs))
+    rs_uid = world.kube.get(f"/apis/apps/v1/namespaces/{ns}/replicasets/bench-consumer-1")["metadata"]["uid"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "bench-consumer-1-a",
+            "namespace": ns,
+            "labels": CONSUMER_LABELS,
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "bench-consumer-1",
+                    "uid": rs_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    world.kube.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+
+
+def resource_versions(world: World) -> dict[str, str]:
+    ns = world.namespace
+    paths = {
+        "configmap": f"/api/v1/namespaces/{ns}/configmaps/{CATALOG}",
+        "agenttemplate": f"/apis/kubeopencode.io/v1alpha1/namespaces/{ns}/agenttemplates/litellm-default",
+        "deployment": f"/apis/apps/v1/namespaces/{ns}/deployments/bench-consumer",
+    }
+    return {k: world.kube.get(p)["metadata"]["resourceVersion"] for k, p in paths.items()}
+
+
+def rolled(world: World) -> bool:
+    ns = world.namespace
+    dep = world.kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/bench-consumer")
+    annotations = dep["spec"]["template"]["metadata"].get("annotations") or {}
+    current = world.catalog_hash()
+    return current is not None and annotations.get(HASH_ANNOTATION) == current
+
+
+def p8_start(world: World, server: FakeServer, runs: int) -> dict[str, Any]:
+    """Process start -> /healthz answers, -> /readyz ready, -> the first catalog written. The first run
+    starts against an empty LiteLLM (every row to create); the others are restarts (rows in place)."""
+    samples: list[dict[str, float]] = []
+    for run in range(runs):
+        world.reset_catalog()
+        env = world.controller_env(server.url)
+        began = time.monotonic()
+        marks: dict[str, float] = {}
+        with controller(world, f"p8-{run}", env) as ctl:
+
+            def step() -> bool:
+                now = time.monotonic() - began
+                if "healthz" not in marks:
+                    try:
+                        if ctl.get("/healthz").status_code == 200:
+                            marks["healthz"] = now
+                    except httpx.HTTPError:
+                        pass
+                if "readyz" not in marks and "healthz" in marks and ctl.ready():
+                    marks["readyz"] = now
+                if "catalog" not in marks and world.catalog_hash() not in (None, "bootstrap"):
+                    marks["catalog"] = now
+                return len(marks) == 3
+
+            wait_until(step, 120, "the first catalog", interval=0.02)
+            marks["rows"] = float(len(server.fake.ids()))
+        samples.append(marks)
+    imports = import_time()
+    return {"runs": samples, "imports": imports}
+
+
+def import_time(repeats: int = 5) -> dict[str, Any]:
+    """Wall time of ``import app.cli, app.service`` in a fresh interpreter, minus an empty interpreter."""
+
+    def timed(code: str) -> float:
+        began = time.monotonic()
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+        return time.monotonic() - began
+
+    bare = [timed("pass") for _ in range(repeats)]
+    full = [timed("import app.cli, app.service") for _ in range(repeats)]
+    raw = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import app.cli, app.service"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stderr
+    top: dict[str, int] = {}
+    for line in raw.splitlines():
+        parts = [p.strip() for p in line.removeprefix("import time:").split("|")]
+        if len(parts) == 3 and parts[1].isdigit() and not parts[2].startswith((" ", ".")):
+            name = parts[2].strip()
+            if "." not in name:  # top-level packages, cumulative
+                top[name] = top.get(name, 0) + int(parts[1])
+    heaviest = sorted(top.items(), key=lambda kv: -kv[1])[:5]
+    rss = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import app.cli, app.service\n"
+            "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
+
+    def rss_after(code: str) -> float:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"{code}\nprint(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[1],
+        ).stdout
+        return int(out.strip()) / 1024
+
+    baseline = rss_after("pass")
+    packages = {
+        "kubernetes_asyncio (client, config)": "import kubernetes_asyncio.client, kubernetes_asyncio.config",
+        "opentelemetry SDK + Prometheus exporter": (
+            "import opentelemetry.sdk.metrics, opentelemetry.sdk.trace, opentelemetry.exporter.prometheus"
+        ),
+        "opentelemetry OTLP/HTTP exporter": "import opentelemetry.exporter.otlp.proto.http.trace_exporter",
+        "aiohttp": "import aiohttp",
+        "httpx": "import httpx",
+        "app.library (core, adapters; no kubernetes_asyncio)": "import app.library",
+    }
+    return {
+        "rss_bare_interpreter_mib": baseline,
+        "rss_added_by_mib": {name: rss_after(code) - baseline for name, code in packages.items()},
+        "bare_interpreter_s": summary(bare),
+        "with_imports_s": summary(full),
+        "heaviest_packages_ms": {k: v / 1000 for k, v in heaviest},
+        "rss_after_imports_mib": int(rss.strip()) / 1024,
+    }
+
+
+def p3_idle(world: World, server: FakeServer, seconds: float, resync: float) -> dict[str, Any]:
+    """Writes while nothing changes (``seconds``), LiteLLM resyncs every ``resync`` s; RSS sampled."""
+    consumers(world)
+    fake = server.fake
+    env = world.controller_env(server.url, CATALOG_LITELLM_RESYNC_SECONDS=str(resync))
+    with controller(world, "p3", env) as ctl:
+        ctl.wait_ready(120)
+        wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 300)
+        wait_until(lambda: rolled(world), 60, "the consumer rolled onto the catalog")
+        wait_until(
+            lambda: (
+                "old"
+                not in json.dumps(
+                    world.kube.get(
+                        f"/apis/kubeopencode.io/v1alpha1/namespaces/{world.namespace}/agenttemplates/litellm-default"
+                    )["spec"]
+                )
+            ),
+            60,
+            "the AgentTemplate patched",
+        )
+        time.sleep(3)
+        before_rv = resource_versions(world)
+        before_writes = writes(ctl)
+        before_fake = fake.writes()
+        before_info = fake.requests[INFO]
+        relists_before = ctl.metric("kube_watch_relists_total")
+        assert ctl.process is not None
+        samples: list[int] = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            samples.append(rss_kib(ctl.process.pid)[0])
+            time.sleep(1.0)
+        after_rv = resource_versions(world)
+        after_writes = writes(ctl)
+        by_kind = {
+            k: after_writes.get(k, 0.0) - before_writes.get(k, 0.0)
+            for k in set(before_writes) | set(after_writes)
+            if after_writes.get(k, 0.0) != before_writes.get(k, 0.0)
+        }
+        litellm_writes = fake.writes() - before_fake
+        result: dict[str, Any] = {
+            "seconds": seconds,
+            "models": world.models,
+            "litellm_writes_at_fake": litellm_writes,
+            "controller_writes_by_kind": by_kind,
+            "resource_versions_changed": sorted(k for k in before_rv if before_rv[k] != after_rv[k]),
+            "litellm_resyncs": fake.requests[INFO] - before_info,
+            "kube_relists": ctl.metric("kube_watch_relists_total") - relists_before,
+            "rss_mib": summary([s / 1024 for s in samples]),
+        }
+        kinds = ("WriteCatalog", "PatchAgentTemplate", "RollWorkload", "EvictPod")
+        result["total_writes"] = litellm_writes + sum(by_kind.get(k, 0.0) for k in kinds)
+    return result
+
+
+def p4_flaps(world: World, server: FakeServer, repeats: int, quiet: float) -> dict[str, Any]:
+    """1,000 readiness patches over 100 models as fast as the API server takes them (in rounds, so each
+    model's patches stay in order), then quiet. Half the models end as they began; the other half end
+    unready. Writes counted at the fake (per row) and by the controller's WriteCatalog count."""
+    fake = server.fake
+    n = 100
+    assert world.models >= n
+    env = world.controller_env(server.url)
+    runs: list[dict[str, Any]] = []
+    flapper = Kube(world.kubeconfig, threads=n)
+    with controller(world, "p4", env) as ctl:
+        ctl.wait_ready(120)
+        for _run in range(repeats):
+            world.all_ready(range(n))
+            wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 120)
+            time.sleep(2)
+            # group A (even): 10 flaps, ends ready (unchanged); group B (odd): 9 or 11, ends unready
+            plan: dict[int, list[bool]] = {}
+            for i in range(n):
+                count = 10 if i % 2 == 0 else (9 if i % 4 == 1 else 11)
+                plan[i] = [k % 2 == 1 for k in range(count)]  # 0, 1, 0, 1, ...
+            assert sum(len(v) for v in plan.values()) == 1000
+            mark = len(fake.log)
+            cm_before = writes(ctl).get("WriteCatalog", 0.0)
+            rv_before = world.kube.configmap(world.namespace)["metadata"]["resourceVersion"]
+            began = time.monotonic()
+            # one thread per model: its patches stay in order, the models' patches interleave
+            flapper.parallel(
+                [
+                    functools.partial(_flap, flapper, world.namespace, model_name(i), values)
+                    for i, values in plan.items()
+                ]
+            )
+            flap_seconds = time.monotonic() - began
+            changed = {row_id(i) for i in range(n) if i % 2 == 1}
+            expected_rows = world.models - len(changed)
+            wait_converged(world, ctl, lambda: len(fake.ids()), expected_rows, 120)
+            last = [time.monotonic()]
+
+            def quiet_for() -> bool:
+                if len(fake.log) > mark and fake.log[-1][0] > last[0]:
+                    last[0] = fake.log[-1][0]
+                return time.monotonic() - last[0] >= quiet
+
+            wait_until(quiet_for, 120, "quiet")
+            ids = world.catalog_model_ids()
+            log = fake.log[mark:]
+            per_row: dict[str, int] = {}
+            for _, _, rid in log:
+                per_row[rid] = per_row.get(rid, 0) + 1
+            runs.append(
+                {
+                    "flap_seconds": flap_seconds,
+                    "patches": 1000,
+                    "models_changed": len(changed),
+                    "litellm_writes": len(log),
+                    "litellm_writes_changed_models": sum(v for k, v in per_row.items() if k in changed),
+                    "litellm_writes_unchanged_models": sum(v for k, v in per_row.items() if k not in changed),
+                    "max_writes_one_model": max(per_row.values(), default=0),
+                    "configmap_writes": writes(ctl).get("WriteCatalog", 0.0) - cm_before,
+                    "configmap_rv_changed": world.kube.configmap(world.namespace)["metadata"][
+                        "resourceVersion"
+                    ]
+                    != rv_before,
+                    "final_rows_correct": set(fake.ids())
+                    == {row_id(i) for i in range(world.models)} - changed,
+                    "final_catalog_correct": ids is not None
+                    and not ids & {model_name(i) for i in range(n) if i % 2 == 1}
+                    and {model_name(i) for i in range(0, n, 2)} <= ids,
+                }
+            )
+        world.all_ready(range(n))
+        wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 120)
+    flapper.close()
+    return {"runs": runs}
+
+
+def _flap(kube: Kube, namespace: str, name: str, values: list[bool]) -> None:
+    for value in values:
+        kube.set_ready(namespace, name, value)
+
+
+def p7_memory(world: World, server: FakeServer, seconds: float) -> dict[str, Any]:
+    """Resident memory of ``model-catalog run`` once converged on ``world.models`` models."""
+    fake = server.fake
+    env = world.controller_env(server.url)
+    began = time.monotonic()
+    with controller(world, f"p7-{world.models}", env) as ctl:
+        ctl.wait_ready(600)
+        converge = wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 1200)
+        converge_total = time.monotonic() - began
+        time.sleep(3)
+        assert ctl.process is not None
+        samples: list[int] = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            samples.append(rss_kib(ctl.process.pid)[0])
+            time.sleep(0.5)
+        hwm = rss_kib(ctl.process.pid)[1]
+        catalog_written = world.catalog_hash() not in (None, "bootstrap")
+        rejected = _catalog_rejections(ctl)
+    return {
+        "models": world.models,
+        "rss_mib": summary([s / 1024 for s in samples]),
+        "peak_rss_mib": hwm / 1024,
+        "converge_s": converge_total,
+        "converge_after_ready_s": converge,
+        "catalog_written": catalog_written,
+        "catalog_write_outcomes": rejected,
+    }
+
+
+def _catalog_rejections(ctl: Controller) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in ctl.metrics().splitlines():
+        if line.startswith("model_catalog_commands_total{") and 'kind="WriteCatalog"' in line:
+            labels, _, value = line.rpartition(" ")
+            outcome = labels.split('outcome="', 1)[1].split('"', 1)[0]
+            out[outcome] = out.get(outcome, 0.0) + float(value)
+    return out
+
+
+# --- P2: real peers ------------------------------------------------------------------------------
+
+
+def p2_visible(world: World, base_url: str, master_key: str, changes: int, gap: float) -> dict[str, Any]:
+    """Readiness flip -> the LiteLLM row (created or deleted) and the ConfigMap entry both visible, on
+    the real LiteLLM; changes one at a time, polled every 20 ms."""
+    env = world.controller_env(base_url, master_key)
+    admin = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {master_key}"}, timeout=15)
+    n = min(world.models, 100)
+
+    def rows() -> set[str]:
+        answer = admin.get("/model/info")
+        if answer.status_code == 500 and "not loaded" in answer.text:
+            return set()
+        answer.raise_for_status()
+        return {r["model_info"]["id"] for r in answer.json()["data"]}
+
+    def row_visible(rid: str) -> bool:
+        answer = admin.get("/model/info", params={"litellm_model_id": rid})
+        if answer.status_code != 200:
+            return False
+        return any(r["model_info"]["id"] == rid for r in answer.json().get("data", []))
+
+    samples: list[dict[str, float]] = []
+    with controller(world, "p2", env) as ctl:
+        ctl.wait_ready(300)
+        ours = {row_id(i) for i in range(world.models)}
+        wait_until(lambda: ours <= rows(), 600, "every row in the real LiteLLM", interval=1.0)
+        wait_until(lambda: ctl.metric("model_catalog_queue_depth") == 0, 120, "an empty queue")
+        # Half the changes withdraw a model (row deleted), half publish one (row created): the latter
+        # are models made unready beforehand, each model changed once (no per-key cooldown involved).
+        spare = list(range(n - (changes + 1) // 2, n))
+        state = dict.fromkeys(range(n), True)
+        for i in spare:
+            state[i] = False
+            world.kube.set_ready(world.namespace, model_name(i), False)
+        gone = {row_id(i) for i in spare}
+        wait_until(lambda: not (gone & rows()), 120, "the spare models withdrawn", interval=0.5)
+        wait_until(lambda: ctl.metric("model_catalog_queue_depth") == 0, 120, "an empty queue")
+        time.sleep(2.5)
+        for k in range(changes):
+            i = spare[k // 2] if k % 2 else (k // 2 * 37) % (n - len(spare))
+            state[i] = not state[i]
+            rid, name = row_id(i), model_name(i)
+            sent, _ = world.kube.set_ready(world.namespace, name, state[i])
+            marks: dict[str, float] = {}
+
+            def seen(i: int = i, rid: str = rid, name: str = name) -> bool:
+                now = time.monotonic() - sent
+                if "row" not in marks and row_visible(rid) == state[i]:
+                    marks["row"] = now
+                ids = world.catalog_model_ids() or set()
+                if "configmap" not in marks and (name in ids) == state[i]:
+                    marks["configmap"] = time.monotonic() - sent
+                return len(marks) == 2
+
+            wait_until(seen, 30, f"change {k} visible", interval=0.02)
+            marks["both"] = max(marks["row"], marks["configmap"])
+            samples.append(marks)
+            time.sleep(gap)
+        world.all_ready([i for i, r in state.items() if not r])
+        wait_until(lambda: ours <= rows(), 120, "every row back", interval=0.5)
+    admin.close()
+    creates = [s for k, s in enumerate(samples) if k % 2]
+    deletes = [s for k, s in enumerate(samples) if not k % 2]
+    return {
+        "models": world.models,
+        "changes": changes,
+        "row_s": latency([s["row"] for s in samples]),
+        "configmap_s": latency([s["configmap"] for s in samples]),
+        "both_s": latency([s["both"] for s in samples]),
+        "both_create_s": latency([s["both"] for s in creates]),
+        "both_delete_s": latency([s["both"] for s in deletes]),
+    }
+
+
+def cleanup_litellm(base_url: str, master_key: str) -> int:
+    """Delete the rows the benchmarks made in the real LiteLLM (model names bench-*)."""
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {master_key}"}, timeout=30) as h:
+        answer = h.get("/model/info")
+        if answer.status_code != 200:
+            return 0
+        ids = [
+            r["model_info"]["id"]
+            for r in answer.json()["data"]
+            if str(r.get("model_name", "")).startswith("bench-")
+        ]
+        for rid in ids:
+            h.post("/model/delete", json={"id": rid})
+        return len(ids)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
