@@ -317,17 +317,24 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         parsed = LiteLLMRow.from_info(row)
         if parsed is not None:
             new[parsed.id] = parsed
+    was_reachable = state.litellm.status.reachable
     state = _set_rows(state, new.items(), [rid for rid in state.litellm.rows if rid not in new])
-    failures, ids = state.control.failures, state.pending.ids
+    failures, retries, ids = state.control.failures, state.control.retries, state.pending.ids
     for key, failure in list(failures.items()):
         if failure.reason is Reason.LITELLM_UNAUTHORIZED:
             # The master key works again: what failed for that reason may be tried again.
             failures = failures.delete(key)
             ids = mark(ids, key.removeprefix("litellm/"))
+    if not was_reachable:
+        # LiteLLM answers again: writes still backing off from the outage are due now (their backoff
+        # grew with the outage, up to minutes, while the proxy is already back).
+        for key in [k for k in retries if k.startswith("litellm/")]:
+            retries = retries.delete(key)
+            ids = mark(ids, key.removeprefix("litellm/"))
     return attrs.evolve(
         state,
         litellm=attrs.evolve(state.litellm, status=LiteLLMStatus(observed_once=True, reachable=True)),
-        control=attrs.evolve(state.control, failures=failures),
+        control=attrs.evolve(state.control, failures=failures, retries=retries),
         pending=attrs.evolve(state.pending, ids=ids),
     )
 
