@@ -27,3 +27,7 @@ bench *ARGS:
 # Render the bundled example cluster against a saved LiteLLM /model/info.
 render-example:
     .venv/bin/model-catalog render -f examples/cluster.yaml --litellm-info examples/litellm-info.json --healthy phi-4-mini
+
+# Fault injection, full profile (30 s holds, 40 kill rounds, real LiteLLM down 60 s); writes the results and README table.
+faults *ARGS:
+    status=0; MODEL_CATALOG_FAULTS=full MODEL_CATALOG_FAULT_RESULTS=tests/faults/results/faults.json {{py}} -m pytest tests/faults --timeout=2400 {{ARGS}} || status=$?; {{py}} -m tests.faults.report; exit $status

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from opentelemetry import trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
@@ -32,6 +32,15 @@ from catalog_core.events import (
 )
 from catalog_core.reasons import RouteState
 from catalog_core.state import CatalogState
+
+# The Kubernetes adapters' counters (adapters.kube.settings), exported as model_catalog_<name>.
+_KUBE_COUNTERS = {
+    "kube_forbidden_total": "Requests the API server refused (403), by source or command key and verb",
+    "kube_watch_relists_total": "Complete lists of a source (the first one, and after 410 or failures)",
+    "kube_watch_gone_total": "Watches that got 410 Gone (their resourceVersion was compacted)",
+    "kube_watch_reconnects_total": "Watch connections lost and opened again",
+    "kube_errors_total": "Failed API requests, by source or command key and status",
+}
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -78,6 +87,8 @@ class Telemetry:
             views=[View(instrument_type=Histogram, instrument_name="model_catalog_*", aggregation=histogram)],
         )
         meter = self.meter_provider.get_meter("model_catalog")
+        self._meter = meter
+        self._kube_counters: dict[str, Counter] = {}
         self._events = meter.create_counter(
             "model_catalog_events", description="Events folded, by source and type"
         )
@@ -178,6 +189,16 @@ class Telemetry:
 
     def state_changed(self, state: CatalogState) -> None:
         self._state = state
+
+    def kube_stat(self, metric: str, labels: dict[str, str]) -> None:
+        """A counter of the Kubernetes adapters (``adapters.kube.settings``: relists, 410s, reconnects,
+        403s, errors) went up by one: exported as ``model_catalog_<metric>``."""
+        counter = self._kube_counters.get(metric)
+        if counter is None:
+            name = "model_catalog_" + metric.removesuffix("_total")
+            counter = self._meter.create_counter(name, description=_KUBE_COUNTERS.get(metric, metric))
+            self._kube_counters[metric] = counter
+        counter.add(1, labels)
 
     def bind_state(self) -> None:
         """Gauges read from the latest state."""

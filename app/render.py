@@ -30,7 +30,8 @@ from catalog_core.events import Event, SourceKind, SourceListed
 from catalog_core.plan import all_records, rendered_catalog
 from catalog_core.redact import inline_vault_key, redact_for_source, secret_vault_key
 from catalog_core.rules.agent_templates import applied_content
-from catalog_core.simulate import SimulatedWorld, converge
+from catalog_core.rules.health import FAILURES_TO_WITHDRAW
+from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
 from catalog_core.sources.common import ACTIVATION_LABEL
 from catalog_core.state import CatalogState, initial_state
 from contracts.kinds import sources_of
@@ -118,7 +119,15 @@ def render(
         if source is not SourceKind.SECRETS
     ]
     events.append(world.rows_event())
-    state, commands, _ = converge(initial_state(config), world, start=0.0, events=events)
+    state, commands, now = converge(initial_state(config), world, start=0.0, events=events)
+    # What a running controller settles on: a runtime that keeps failing its probe is withheld as
+    # HealthCheckFailed after its second failure, so run the clock on to the probes that settle it.
+    for _ in range(FAILURES_TO_WITHDRAW):
+        due = settling_probe_at(state)
+        if due is None:
+            break
+        state, more, now = converge(state, world, start=max(now + 1.0, due), events=())
+        commands.extend(more)
     output: dict[str, Any] = {
         "litellm": _desired(state, vault, show_secrets),
         "catalog": rendered_catalog(state).as_dict(),

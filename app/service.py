@@ -64,7 +64,10 @@ class Service:
             litellm_master_key=settings.litellm_master_key.value,
             litellm_resync_seconds=settings.litellm_resync_seconds,
             leading=not settings.leader_election,
-            kube_settings=KubeSettings(crd_recheck_seconds=settings.crd_recheck_seconds),
+            kube_settings=KubeSettings(
+                crd_recheck_seconds=settings.crd_recheck_seconds,
+                watch_timeout_seconds=settings.watch_timeout_seconds,
+            ),
             probe_resolve=dict(settings.probe_resolve),
             telemetry=self.telemetry,
             recorder=self.recorder,
@@ -94,6 +97,7 @@ class Service:
             },
         )
         self.telemetry.bind_state()
+        self.catalog.kube.stats.listeners.append(self.telemetry.kube_stat)
         self.telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(self.loop.queue.depth), {})])
         self.telemetry.set_gauge("model_catalog_leader", lambda: [(1.0 if self.leading else 0.0, {})])
         if self.recorder is not None:

@@ -331,19 +331,30 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         state = _set_rows(state, new.items(), [rid for rid in held if rid not in new])
         if text is not None:
             _LAST_OBSERVATION.remember(state.litellm.rows, text)
-    failures, ids = state.control.failures, state.pending.ids
+    was_reachable = state.litellm.status.reachable
+    failures, retries, ids = state.control.failures, state.control.retries, state.pending.ids
     for key, failure in list(failures.items()):
         if failure.reason is Reason.LITELLM_UNAUTHORIZED:
             # The master key works again: what failed for that reason may be tried again.
             failures = failures.delete(key)
             ids = mark(ids, key.removeprefix("litellm/"))
+    if not was_reachable:
+        # LiteLLM answers again: writes still backing off from the outage are due now (their backoff
+        # grew with the outage, up to minutes, while the proxy is already back).
+        for key in [k for k in retries if k.startswith("litellm/")]:
+            retries = retries.delete(key)
+            ids = mark(ids, key.removeprefix("litellm/"))
     status = LiteLLMStatus(observed_once=True, reachable=True)
-    if status == state.litellm.status and failures is state.control.failures:
+    if (
+        status == state.litellm.status
+        and failures is state.control.failures
+        and retries is state.control.retries
+    ):
         return state  # the usual resync: nothing new (evolve costs more than the check)
     return attrs.evolve(
         state,
         litellm=attrs.evolve(state.litellm, status=status),
-        control=attrs.evolve(state.control, failures=failures),
+        control=attrs.evolve(state.control, failures=failures, retries=retries),
         pending=attrs.evolve(state.pending, ids=ids),
     )
 

@@ -119,10 +119,12 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     state = attrs.evolve(state, now=max(state.now, now))
     state = _due_retries(state)
-    refs_before = state.derived.wanted_secrets
+    refs_before = state.derived.refs
     state = _refresh_candidates(state)
     out = _Out(state)
-    if state.derived.wanted_secrets is not refs_before or not state.control.secret_watch:
+    # Who refers to a Secret decides how it is watched (label-filtered when only ModelActivations do),
+    # so the watch is re-derived when the references change, not only when the set of names does.
+    if state.derived.refs is not refs_before or not state.control.secret_watch:
         _secret_watch(out)
     _probes(out)
     if not out.state.pending.idle and catalog_inputs_known(out.state):

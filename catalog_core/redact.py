@@ -147,18 +147,20 @@ def redact_models_json(text: str) -> tuple[str, dict[str, str]]:
     secrets: dict[str, str] = {}
     try:
         doc = json.loads(text)
-    except ValueError as exc:
-        return INVALID_JSON_MARKER + _json_error(exc), secrets
-    if isinstance(doc, list):
-        doc = [_redact_inline_keys(item, secrets) for item in doc]
-    elif isinstance(doc, dict) and isinstance(doc.get("models"), list):
-        doc = {**doc, "models": [_redact_inline_keys(item, secrets) for item in doc["models"]]}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")), secrets
+        if isinstance(doc, list):
+            doc = [_redact_inline_keys(item, secrets) for item in doc]
+        elif isinstance(doc, dict) and isinstance(doc.get("models"), list):
+            doc = {**doc, "models": [_redact_inline_keys(item, secrets) for item in doc["models"]]}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")), secrets
+    except (ValueError, RecursionError) as exc:  # a few KB of brackets exceed the recursion limit
+        return INVALID_JSON_MARKER + _json_error(exc), {}
 
 
-def _json_error(exc: ValueError) -> str:
+def _json_error(exc: ValueError | RecursionError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
     return "not valid UTF-8 JSON"
 
 

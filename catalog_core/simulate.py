@@ -38,6 +38,7 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.fold import step
+from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.sources.litellm_row import whitelist_row
 from catalog_core.state import CatalogState
 
@@ -184,10 +185,17 @@ def converge(
     max_rounds: int = 50,
     seconds_per_round: float = 1.0,
 ) -> tuple[CatalogState, list[Command], float]:
-    """Fold ``events``, then tick and execute until a tick emits nothing. Returns (state, commands, clock)."""
+    """Fold ``events``, then tick and execute until a tick emits nothing. Returns (state, commands, clock).
+
+    Health probes recur (every ``runtime_health_seconds``), and the world answers each runtime's probes
+    the same way for the whole call: once a runtime has been probed often enough to settle its health
+    gate, a round that only probes such runtimes again is a fixed point too (with an interval of one
+    round or less, probes alone would otherwise never stop).
+    """
     emitted: list[Command] = []
     now = start
     pending = list(events)
+    probed: dict[str, int] = {}
     for _ in range(max_rounds):
         commands: list[Command] = []
         for event in [*pending, Ticked(now)]:
@@ -198,7 +206,27 @@ def converge(
         if not commands:
             return state, emitted, now
         emitted.extend(commands)
+        settled = all(
+            isinstance(c, ProbeRuntime) and probed.get(c.runtime, 0) >= FAILURES_TO_WITHDRAW for c in commands
+        )
         for command in commands:
+            if isinstance(command, ProbeRuntime):
+                probed[command.runtime] = probed.get(command.runtime, 0) + 1
             pending.extend(world.execute(command))
+        if settled:
+            for event in pending:  # the answers, as known already: fold them, nothing more to plan
+                state = step(state, event).state
+            return state, emitted, now
         now += seconds_per_round
     raise RuntimeError(f"no fixed point after {max_rounds} rounds")
+
+
+def settling_probe_at(state: CatalogState) -> float | None:
+    """When the next probe of a runtime whose health gate is not settled yet is due: one that failed
+    fewer than ``FAILURES_TO_WITHDRAW`` times since its last success (None when every gate is settled)."""
+    due = [
+        h.next_probe_at
+        for h in state.health.values()
+        if not h.healthy and 0 < h.failures < FAILURES_TO_WITHDRAW and h.probing_since is None
+    ]
+    return min(due) if due else None

@@ -165,7 +165,7 @@ def _models_json(obj: Mapping[str, Any], writable: Any) -> int:
         return 0
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         # Redaction turns unparsable text into a marker: raw text may hold keys in any shape.
         writable()["data"]["models.json"] = INVALID_JSON_MARKER + "(content stripped by the event log)"
         return 1

@@ -12,8 +12,12 @@ import attrs
 class KubeSettings:
     """Timing of watches and requests. The defaults suit a cluster; tests shorten them."""
 
-    watch_timeout_seconds: int = 290  # server-side timeoutSeconds of each watch request
-    timeout_grace_seconds: float = 15.0  # the client gives up this long after the server should have
+    # Server-side timeoutSeconds of each watch request. It also bounds how long a half-open connection
+    # (a NAT or conntrack entry dropped, a node gone without a reset) leaves a source blind: the client
+    # gives up timeout + grace after the request, since HTTP/1.1 watches cannot be pinged. A reconnect
+    # resumes from the last resourceVersion, so a short timeout costs one request per source a minute.
+    watch_timeout_seconds: int = 60
+    timeout_grace_seconds: float = 10.0  # the client gives up this long after the server should have
     request_timeout_seconds: float = 30.0  # client-side timeout of every other request
     list_page_size: int = 500
     crd_recheck_seconds: float = 30.0  # how often an absent CRD is looked for again
@@ -21,6 +25,9 @@ class KubeSettings:
     retry_cap_seconds: float = 30.0  # ... and cap (full jitter in [c/2, c])
     forbidden_recheck_seconds: float = 60.0  # cap of the backoff while a list is forbidden
     failing_after: int = 3  # consecutive failures before a source is reported FAILING
+    # A watch that streamed this long before it broke was healthy: its break starts a new incident (the
+    # shortest reconnect backoff, failures counted from zero), not the next failure of an old one.
+    watch_stable_seconds: float = 10.0
     secret_listing_wait_seconds: float = 10.0  # WatchSecrets waits this long for the new set's listing
 
 

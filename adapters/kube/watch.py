@@ -251,11 +251,12 @@ class WatchSource:
         failures = 0
         while True:
             query = [("resourceVersion", rv), ("allowWatchBookmarks", "true"), *_selector_query(self.spec)]
+            started, seen, connected = anyio.current_time(), 0, False
             try:
-                started, seen = anyio.current_time(), 0
                 async with self.api.watch(
                     path, query, s.watch_timeout_seconds, s.timeout_grace_seconds
                 ) as events:
+                    connected = True
                     self._healthy()
                     async with aclosing(events):
                         async for event in events:
@@ -277,6 +278,11 @@ class WatchSource:
                     raise RelistNeededError from err
                 if not err.transient:
                     raise RelistNeededError from err  # e.g. 404: the CRD went away; the list tells
+                if connected and anyio.current_time() - started >= s.watch_stable_seconds:
+                    # It streamed for a while, then the connection broke: reconnect at once, as after a
+                    # first failure (earlier breaks must not make every later reconnect wait longer).
+                    failures = 0
+                    self._watch_backoff.reset()
                 failures += 1
                 self.stats.inc(RECONNECTS_TOTAL, source=self.spec.source.value)
                 if failures >= s.failing_after:

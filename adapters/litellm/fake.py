@@ -493,7 +493,10 @@ class FakeLiteLLM:
                     name, _, value = line.partition(":")
                     headers[name.strip().lower()] = value.strip()
                 length = int(headers.get("content-length") or 0)
-                body = await reader.receive_exactly(length) if length else b""
+                try:
+                    body = await reader.receive_exactly(length) if length else b""
+                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                    return  # the client went away mid-body (e.g. killed): not a reason to stop serving
                 try:
                     status, payload = await self.answer(method, target, headers, body)
                 except RefusedError:

@@ -32,6 +32,7 @@ log = logging.getLogger("model_catalog.litellm")
 DEFAULT_RESYNC_SECONDS = 30.0
 DEFAULT_DEBOUNCE_SECONDS = 0.2
 DEFAULT_MAX_DEBOUNCE_SECONDS = 2.0
+UNREACHABLE_POLL_CAP = 10.0  # seconds: the longest wait between polls while LiteLLM does not answer
 
 
 class PeerStatus(StrEnum):
@@ -98,7 +99,9 @@ class LiteLLMObserver:
         self.resync_seconds = resync_seconds
         self.debounce_seconds = debounce_seconds
         self.max_debounce_seconds = max(max_debounce_seconds, debounce_seconds)
-        self._backoff = backoff or Backoff(base=0.5, cap=max(1.0, min(resync_seconds, 30.0)))
+        # While LiteLLM is down it is looked at again within UNREACHABLE_POLL_CAP seconds: the core
+        # retries the writes held back by the outage as soon as a poll sees it answering again.
+        self._backoff = backoff or Backoff(base=0.5, cap=max(1.0, min(resync_seconds, UNREACHABLE_POLL_CAP)))
         self.lock = SharedExclusiveLock()
         self.health = PeerHealth()
         self._told: PeerStatus | None = None  # what the core was last told (None: nothing yet)

@@ -225,6 +225,8 @@ class ExternalModelsDocument:
             return cls((), None)
         try:
             doc = json.loads(text)
+        except RecursionError:  # bad input is a Problem, never an exception (a few KB of brackets do it)
+            return cls((), Problem(Reason.INVALID_JSON, "models.json: nested too deeply"))
         except ValueError as exc:
             where = (
                 f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""

@@ -173,3 +173,18 @@ def test_configuration_from_the_environment_changes_the_output():
     )
     bases = {d["litellm_params"].get("api_base") for d in json.loads(out.stdout)["litellm"]}
     assert "http://kubeai.example/v1" in bases
+
+
+@pytest.mark.parametrize("interval", ["1", "15"])
+def test_a_runtime_failing_its_probes_renders_as_withheld_whatever_the_probe_interval(interval):
+    """Regression (fault suite): with CATALOG_RUNTIME_HEALTH_SECONDS=1 render never reached a fixed
+    point and crashed with a traceback; with 15 it showed HealthCheckPending where a running controller
+    settles on HealthCheckFailed (after the second failed probe)."""
+    out = render("-f", str(ROOT / "examples/cluster.yaml"), env={"CATALOG_RUNTIME_HEALTH_SECONDS": interval})
+    assert out.returncode == 0, out.stderr
+    records = {(r["source"], r["name"]): r for r in json.loads(out.stdout)["routes"]}
+    assert records[("freetoken", "phi-4-mini")]["reason"] == "HealthCheckFailed"
+    healthy = render(*EXAMPLE, env={"CATALOG_RUNTIME_HEALTH_SECONDS": interval})
+    assert healthy.returncode == 0, healthy.stderr
+    records = {(r["source"], r["name"]): r for r in json.loads(healthy.stdout)["routes"]}
+    assert records[("freetoken", "phi-4-mini")]["reason"] == "Published"

@@ -239,3 +239,19 @@ def test_limits_litellm_fills_in_are_not_mistaken_for_ours():
     c.rows_changed()
     commands = c.apply(b.external_configmap([{"name": "gpt", "model": "openai/gpt-4o", "rpm": 10}]))
     assert type(commands[0]).__name__ == "UpdateLiteLLMModel"
+
+
+def test_a_secret_watched_for_an_activation_is_widened_when_models_json_uses_it_too():
+    """Regression (found by the order-independence property while building the fault suite): a Secret
+    first referenced only by a ModelActivation is watched label-filtered (provider Secrets only); when a
+    models.json item then referenced the same unlabelled Secret, the set of names was unchanged, so the
+    watch was never widened and the item stayed SecretNotFound although the Secret exists."""
+    ref = {"name": "openai", "key": "apiKey"}
+    c = Cluster()
+    c.start(b.secret("openai", {"apiKey": "sk-1"}))
+    c.apply(b.activation("act", external={"model": "mistral/large", "apiKeySecretRef": ref}))
+    assert c.record("act")["reason"] == "SecretNotAllowed"
+    c.apply(b.external_configmap([{"name": "qwen", "model": "openai/a", "apiKeySecretRef": ref}]))
+    assert c.record("qwen")["state"] == "published"
+    assert "ai-appliance-external-qwen" in c.world.rows
+    assert c.record("act")["reason"] == "SecretNotAllowed"  # the wider watch does not let activations use it

@@ -91,3 +91,29 @@ def test_our_id_held_by_a_foreign_row_is_a_conflict_not_a_takeover():
     assert c.world.rows["ai-appliance-kubeai-llama"]["model_info"]["ai_appliance_owner"] == "private-mesh"
     assert c.record("llama")["reason"] == "IdTaken"
     assert c.world.writes == [w for w in c.world.writes if not hasattr(w, "model_id")]
+
+
+def test_writes_backing_off_from_a_litellm_outage_are_due_when_litellm_answers_again():
+    """Regression (fault suite): after an outage the controller waited out each write's exponential
+    backoff (up to minutes) although the observer already saw LiteLLM answering again; a 30 s outage
+    took 10-19 s more to recover. Seeing LiteLLM answer again makes those retries due at once."""
+    from catalog_core.commands import CreateLiteLLMModel
+    from catalog_core.events import CommandCompleted, LiteLLMUnreachable, Outcome, Ticked
+    from catalog_core.fold import step
+
+    c = Cluster()
+    c.start(b.kubeai_model("llama"))
+    c.feed(LiteLLMUnreachable("unreachable", "connect: refused"))
+    state = c.state
+    for event in c.upserts(b.kubeai_model("qwen")):
+        state = step(state, event).state
+    result = step(state, Ticked(c.now))
+    create = next(x for x in result.commands if isinstance(x, CreateLiteLLMModel))
+    state = step(
+        result.state, CommandCompleted(create.key, create.id, Outcome.RETRY, retry_after=120.0)
+    ).state
+    waiting = step(state, Ticked(c.now + 5))
+    assert not any(isinstance(x, CreateLiteLLMModel) for x in waiting.commands)  # backing off
+    state = step(waiting.state, c.world.rows_event()).state  # the observer sees LiteLLM answer again
+    again = step(state, Ticked(c.now + 6)).commands
+    assert [x.id for x in again if isinstance(x, CreateLiteLLMModel)] == [create.id]

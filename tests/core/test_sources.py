@@ -162,6 +162,20 @@ def test_external_invalid_json_survives_redaction():
     assert "oops" not in json.dumps(red.obj)
 
 
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_external_nested_too_deeply_is_invalid_json_not_an_exception(depth):
+    """Regression (fault suite): a few KB of brackets in models.json raised RecursionError out of the
+    redaction and the parse: the source restarted forever and, after a restart, never listed, so the
+    controller published nothing at all (contracts C.4)."""
+    text = '{"models": ' + "[" * depth + "]" * depth + "}"
+    red = redact_configmap(b.external_configmap(None, raw_text=text), "models.json")
+    assert red.secrets == {}
+    for doc in (ExternalModelsDocument.from_configmap(red.obj, "ai"), _doc(None, raw_text=text)):
+        assert doc.problem is not None
+        assert doc.problem.reason is Reason.INVALID_JSON
+        assert "nested too deeply" in doc.problem.message
+
+
 @pytest.mark.parametrize(
     ("item", "reason"),
     [

@@ -370,6 +370,57 @@ async def test_reconnects_after_dropped_refused_and_half_open_connections(
         await proxy.close()
 
 
+async def test_a_watch_that_streamed_for_a_while_reconnects_at_once_after_each_drop(
+    kube_peer: Any, kube_client: Any
+) -> None:
+    """Regression (fault suite): the reconnect backoff grew with every dropped connection, even when the
+    watch had streamed fine in between, so after a few drops each reconnect waited seconds (up to the
+    30 s cap) and a change made meanwhile reached the catalog that much later. A watch that streamed
+    for ``watch_stable_seconds`` before it broke now reconnects with the shortest backoff."""
+    await install_crds(kube_client)
+    ns = await create_namespace(kube_client)
+    target = urlparse(kube_peer.server)
+    proxy = TcpProxy(target.hostname or "127.0.0.1", target.port or 443)
+    port = await proxy.start()
+    via_proxy = await new_api_client(kube_peer, host=f"https://127.0.0.1:{port}")
+    custom = client.CustomObjectsApi(kube_client)
+    stats = KubeStats()
+    settings = attrs.evolve(
+        FAST, retry_base_seconds=0.5, retry_cap_seconds=30.0, watch_stable_seconds=1.0, failing_after=3
+    )
+    spec = WatchSpec(SourceKind.KUBEAI_MODELS, RESOURCES[SourceKind.KUBEAI_MODELS], ns)
+    source = WatchSource(KubeApi(via_proxy), spec, settings=settings, stats=stats)
+
+    async def model(name: str) -> None:
+        body = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": name}, "spec": {}}
+        await custom.create_namespaced_custom_object("kubeai.org", "v1", ns, "models", body)
+
+    try:
+        async with running([source]) as (events, _):
+            await events.wait_for(listed(SourceKind.KUBEAI_MODELS))
+            relists = stats.total(RELISTS_TOTAL)
+            seen: list[float] = []
+            for i in range(5):
+                await anyio.sleep(1.5)  # the watch streams (healthy) for longer than watch_stable_seconds
+                proxy.drop_all()
+                began = anyio.current_time()
+                await model(f"m{i}")
+                name = f"m{i}"
+                seen_in_relist = listed(SourceKind.KUBEAI_MODELS, lambda e, n=name: n in names(e))
+                await events.wait_for(
+                    lambda e, n=name, r=seen_in_relist: upserted(SourceKind.KUBEAI_MODELS, n)(e) or r(e),
+                    timeout=20,
+                )
+                seen.append(anyio.current_time() - began)
+            # Before the fix: 0.25-0.5 s, 0.5-1 s, a relist, then 1-2 s and 2-4 s.
+            assert max(seen) < 1.5, seen
+            assert stats.total(RELISTS_TOTAL) == relists  # each drop is a first failure: no relist
+            assert stats.total(RECONNECTS_TOTAL) >= 5
+    finally:
+        await via_proxy.close()
+        await proxy.close()
+
+
 async def test_a_crd_installed_after_start_is_watched_within_the_recheck_period(
     kube_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

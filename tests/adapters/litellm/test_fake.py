@@ -63,6 +63,23 @@ async def test_a_refusing_fault_closes_the_connection_on_a_port(fake_peer: Peer)
         assert (await client.info()).status == 200
 
 
+async def test_a_client_that_dies_mid_body_does_not_stop_the_served_fake(fake_peer: Peer) -> None:
+    """Regression (fault suite): a controller SIGKILLed while sending a request body made
+    ``receive_exactly`` raise IncompleteRead, which ended the whole server: every later request was
+    refused."""
+    fake = fake_peer.fake
+    assert fake is not None
+    fake.seed(fake_peer.name("m"), {"model": "openai/m"}, {"id": fake_peer.id("m")})
+    async with fake.serving() as url:
+        port = int(url.rsplit(":", 1)[1])
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+        head = "POST /model/new HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+        await stream.send(head.encode() + b'{"model_')
+        await stream.aclose()  # gone before the rest of the body
+        await anyio.sleep(0.1)
+        assert (await fake_peer.client(base_url=url).info()).status == 200
+
+
 async def test_faults_by_endpoint_count_time_and_apply_first(fake_peer: Peer) -> None:
     fake = fake_peer.fake
     assert fake is not None

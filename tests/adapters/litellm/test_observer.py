@@ -108,6 +108,16 @@ async def test_reobserve_polls_at_once(fake_peer: Peer) -> None:
         await until(lambda: observer.polls == 2, timeout=0.5)
 
 
+def test_a_down_litellm_is_looked_at_again_within_ten_seconds_whatever_the_resync(fake_peer: Peer) -> None:
+    """Regression (fault suite): with the default 30 s resync, polls of a down LiteLLM backed off to
+    30 s, so the writes held back by the outage waited up to that long after it was back."""
+    from adapters.litellm.observer import UNREACHABLE_POLL_CAP
+
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=30)
+    delays = [observer._backoff.next() for _ in range(30)]
+    assert max(delays) <= UNREACHABLE_POLL_CAP <= 10.0
+
+
 async def test_unreachable_is_sent_once_while_polls_back_off(fake_peer: Peer) -> None:
     assert fake_peer.fake is not None
     seed(fake_peer)

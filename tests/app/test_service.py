@@ -1,0 +1,77 @@
+"""The service's wiring of the Kubernetes adapters, found by the fault suite (tests/faults):
+
+- their counters reach /metrics (docs/rbac.md promises ``kube_forbidden_total``; the fault suite reads
+  ``kube_watch_gone_total`` to prove a 410 relist happened);
+- the watch timeout, which bounds how long a half-open connection leaves a source blind, is short by
+  default and configurable.
+"""
+
+from __future__ import annotations
+
+import re
+
+from adapters.kube.settings import FORBIDDEN_TOTAL, GONE_TOTAL, RELISTS_TOTAL
+from adapters.telemetry import Telemetry
+from app.service import Service
+from app.settings import ServiceSettings, load
+from catalog_core.config import ConfigError
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the series ``name`` whose labels include ``labels`` (None when there is none)."""
+    for line in text.splitlines():
+        match = re.match(r"^([a-zA-Z_:][\w:]*)\{([^}]*)\}\s+(\S+)$", line)
+        if match is None or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(match.group(3))
+    return None
+
+
+def test_kube_adapter_counters_are_exported_with_their_labels() -> None:
+    telemetry = Telemetry()
+    try:
+        telemetry.kube_stat(GONE_TOTAL, {"source": "kubeai-models"})
+        telemetry.kube_stat(GONE_TOTAL, {"source": "kubeai-models"})
+        telemetry.kube_stat(
+            FORBIDDEN_TOTAL,
+            {"source": "secrets", "verb": "list", "resource": "secrets", "namespace": "ai"},
+        )
+        text = telemetry.metrics_text().decode()
+    finally:
+        telemetry.shutdown()
+    assert sample(text, "model_catalog_kube_watch_gone_total", source="kubeai-models") == 2.0
+    forbidden = sample(
+        text, "model_catalog_kube_forbidden_total", source="secrets", verb="list", namespace="ai"
+    )
+    assert forbidden == 1.0
+
+
+def test_the_service_exports_what_its_kube_adapters_count() -> None:
+    settings = load({"LITELLM_MASTER_KEY": "sk-x", "CATALOG_HTTP_PORT": "0"})
+    assert isinstance(settings, ServiceSettings)
+    service = Service(settings, api_client=object())
+    try:
+        service.catalog.kube.stats.inc(RELISTS_TOTAL, source="external-models")
+        text = service.telemetry.metrics_text().decode()
+    finally:
+        service.telemetry.shutdown()
+    assert sample(text, "model_catalog_kube_watch_relists_total", source="external-models") == 1.0
+
+
+def test_the_watch_timeout_bounds_half_open_blindness_and_is_configurable() -> None:
+    default = load({"LITELLM_MASTER_KEY": "sk-x"})
+    tuned = load({"LITELLM_MASTER_KEY": "sk-x", "CATALOG_WATCH_TIMEOUT_SECONDS": "30"})
+    assert isinstance(default, ServiceSettings) and isinstance(tuned, ServiceSettings)
+    services = [Service(default, api_client=object()), Service(tuned, api_client=object())]
+    try:
+        first, second = (s.catalog.kube.settings for s in services)
+        # a frozen watch is given up after timeout + grace: about a minute, not five
+        assert first.watch_timeout_seconds + first.timeout_grace_seconds <= 75
+        assert second.watch_timeout_seconds == 30
+    finally:
+        for service in services:
+            service.telemetry.shutdown()
+    bad = load({"LITELLM_MASTER_KEY": "sk-x", "CATALOG_WATCH_TIMEOUT_SECONDS": "1"})
+    assert isinstance(bad, ConfigError) and bad.variable == "CATALOG_WATCH_TIMEOUT_SECONDS"
