@@ -73,6 +73,7 @@ REASON_TEXT: dict[Reason, str] = {
     Reason.LITELLM_REJECTED: "LiteLLM rejected the write for good; it is retried when the input changes",
     Reason.LITELLM_UNAUTHORIZED: "LiteLLM refused the master key; writes resume once it is accepted again",
     Reason.UNEXPECTED_SHAPE: "the object has an unexpected shape and is left alone",
+    Reason.CATALOG_TOO_LARGE: "the catalog outgrew one ConfigMap (1 MiB): apps keep the last written catalog",
     Reason.CONFLICT: "another source publishes the same name and wins (ModelActivation > ConfigMap > local)",
     Reason.DUPLICATE_NAME: "models.json defines the name twice; only the first definition counts",
     Reason.ID_COLLISION: "another item's route has the same LiteLLM id",

@@ -39,6 +39,7 @@ from catalog_core.rules.records import involved_object, record_for
 from catalog_core.rules.render import RenderedCatalog, render_catalog
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
+from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, configmap_data_size
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import NO_MARKS, CatalogState, Control, RouteRecord, mark, mark_all, marked
 from catalog_core.values import logical_name
@@ -405,7 +406,21 @@ def _catalog(out: _Out) -> None:
         and observed.fingerprint == rendered.fingerprint
         and observed.catalog_hash == rendered.catalog_hash
     ):
+        out.forget("configmap/catalog")
         return
+    size = configmap_data_size(rendered.data)
+    if size > CONFIGMAP_DATA_LIMIT:
+        # The API server would refuse it: keep the catalog apps already read (LiteLLM still routes the
+        # new models) and say why, once, instead of a write that can only fail.
+        ref = ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.catalog_configmap, "")
+        # No sizes or counts in the text: one Event while it stays too big, not one per change.
+        message = (
+            f"the catalog no longer fits in one ConfigMap (at most {CONFIGMAP_DATA_LIMIT} bytes of data); "
+            "apps keep the last written catalog, LiteLLM routes stay current"
+        )
+        out.announce("configmap/catalog", ref, Reason.CATALOG_TOO_LARGE.value, message)
+        return
+    out.forget("configmap/catalog")
     command = WriteCatalog(
         cfg.namespace, cfg.catalog_configmap, rendered.data, rendered.catalog_hash, rendered.fingerprint
     )

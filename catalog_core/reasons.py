@@ -39,6 +39,7 @@ class Reason(StrEnum):
     UNEXPECTED_SHAPE = "UnexpectedShape"
     FORBIDDEN = "Forbidden"  # the API server refused a write (RBAC)
     WRITE_REJECTED = "WriteRejected"  # the API server rejected a write for another reason
+    CATALOG_TOO_LARGE = "CatalogTooLarge"  # the rendered catalog does not fit in one ConfigMap
     # conflict: another item owns the name or the id
     CONFLICT = "Conflict"
     DUPLICATE_NAME = "DuplicateName"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -12,6 +12,15 @@ from catalog_core.jsonval import canonical, short_hash
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION
 
 READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
+
+
+# What the API server admits in one ConfigMap: the keys and values of ``data`` (and ``binaryData``)
+# together, in bytes (Kubernetes' MaxSecretSize, also applied to ConfigMaps).
+CONFIGMAP_DATA_LIMIT = 1024 * 1024
+
+
+def configmap_data_size(data: Iterable[tuple[str, str]]) -> int:
+    return sum(len(key.encode()) + len(value.encode()) for key, value in data)
 
 
 def data_fingerprint(data: Mapping[str, str]) -> str:

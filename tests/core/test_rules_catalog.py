@@ -2,6 +2,7 @@
 
 import json
 
+from catalog_core.commands import CreateLiteLLMModel, EmitKubernetesEvent, WriteCatalog
 from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import canonical, short_hash
 from tests.core import builders as b
@@ -258,3 +259,25 @@ def test_config_changes_change_the_hash():
     b_ = _cluster(OPENCODE_DEFAULT_CONTEXT_TOKENS="65536")
     assert a.catalog()["hash"] != b_.catalog()["hash"]
     assert CatalogConfig().openclaw_tools_profile == "coding"
+
+
+def test_a_catalog_that_outgrows_one_configmap_is_not_written_and_the_last_one_stays():
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "small", "model": "openai/small"}]))
+    assert c.model_ids() == ["small"]
+    many = [{"name": f"many-{i}", "model": f"openai/many-{i}"} for i in range(900)]
+    commands = c.apply(b.external_configmap(many))
+    # LiteLLM still gets every route; the catalog write, which the API server would refuse, is not issued
+    assert sum(isinstance(x, CreateLiteLLMModel) for x in commands) == 900
+    assert not any(isinstance(x, WriteCatalog) for x in commands)
+    warnings = [x for x in commands if isinstance(x, EmitKubernetesEvent)]
+    assert [(w.involved.name, w.reason) for w in warnings] == [("ai-model-catalog", "CatalogTooLarge")]
+    assert "at most 1048576" in warnings[0].message
+    assert c.model_ids() == ["small"]  # apps keep the last written catalog
+    # said once, not on every change while it stays too big
+    again = c.apply(b.external_configmap([*many, {"name": "one-more", "model": "openai/x"}]))
+    assert not any(isinstance(x, (WriteCatalog, EmitKubernetesEvent)) for x in again)
+    # back under the limit: written again
+    commands = c.apply(b.external_configmap(many[:10]))
+    assert any(isinstance(x, WriteCatalog) for x in commands)
+    assert len(c.model_ids()) == 10
