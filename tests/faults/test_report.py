@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 
-from tests.faults import report
+import pytest
+
+from tests.faults import report, results
 from tests.faults.results import Outcome
 
 
 def test_the_readme_table_is_generated_from_the_committed_results() -> None:
+    if os.environ.get(results.RESULTS_ENV):
+        pytest.skip("this run writes new results; `just faults` regenerates the table after it")
     assert report.RESULTS.exists(), "run `just faults` to produce tests/faults/results/faults.json"
     assert report.main(["--check"]) == 0, (
         "README.md's fault table is stale: run `python -m tests.faults.report`"
