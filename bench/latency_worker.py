@@ -5,8 +5,9 @@ and CPU are excluded).
     python -m bench.latency_worker --kubeconfig K --namespace NS --appliance-namespace ANS \
         --litellm-url URL --expect N
 
-Prints ``READY <rows>`` once it has converged (``N`` rows observed, nothing queued), then ``E`` (a
-Model event folded) and ``Q`` (a LiteLLM command queued) lines with CLOCK_MONOTONIC times, and ``RSS
+Prints ``READY <rows>`` once it has converged (``N`` rows observed, nothing queued), then ``R`` (a
+Model watch event received from the API server and handed to the loop), ``E`` (that event folded) and
+``Q`` (a LiteLLM command queued) lines with CLOCK_MONOTONIC times, and ``RSS
 <KiB>`` at the end. It stops when its standard input closes. The driver (bench.scenarios) writes to
 the API server from another process and compares its own send times with these and the fake's.
 """
@@ -21,11 +22,13 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from adapters.kube.watch import EventSink
 from app.library import ModelCatalog
 from app.service import load_api_client
 from catalog_core.commands import Command
 from catalog_core.config import CatalogConfig, ConfigError
 from catalog_core.events import Event, ObjectUpserted, SourceKind
+from catalog_core.redact import Redacted
 
 
 def _rss_kib() -> int:
@@ -54,8 +57,17 @@ def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) ->
             trace.append(("Q", clock(), command.key[8:]))
         submit(command, submitted_at)
 
+    changed = EventSink.changed
+
+    async def traced_changed(self: EventSink, obj: Redacted, deleted: bool) -> None:
+        # the watch event as the controller gets it: decoded, about to enter the loop's stream
+        if self.source is SourceKind.KUBEAI_MODELS and not deleted:
+            trace.append(("R", clock(), (obj.obj.get("metadata") or {}).get("name", "?")))
+        await changed(self, obj, deleted)
+
     loop._apply = traced_apply  # type: ignore[method-assign]
     loop.queue.submit = traced_submit  # type: ignore[method-assign]
+    EventSink.changed = traced_changed  # type: ignore[method-assign]
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -26,6 +26,13 @@ def _met(ok: bool | None) -> str:
     return "n/a" if ok is None else ("**met**" if ok else "**missed**")
 
 
+def p1_latency(v: dict[str, Any]) -> dict[str, Any]:
+    """P1's figure: from the watch event reaching the controller (older results: from the API write)."""
+    measured: dict[str, Any] | None = v.get("event_to_request_s")
+    whole: dict[str, Any] = v["latency_s"]
+    return measured if measured and measured.get("n") else whole
+
+
 def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     out: list[tuple[str, str, str, str, str]] = []
     errors = r.get("errors", {})
@@ -35,24 +42,26 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     stress = {k: v for k, v in (r.get("P1_stress") or {}).items() if v}
     for head in sorted(p1, key=int):
         v = p1[head]
-        lat = v["latency_s"]
+        lat = p1_latency(v)
+        whole = v["latency_s"]
         ok = lat["p50"] <= 0.020 and lat["p99"] <= 0.100
         fast = stress.get(head)
         extra = (
-            f"; at 50 changes/s (stress): p50 {_ms(fast['latency_s']['p50'])}, p99 "
-            f"{_ms(fast['latency_s']['p99'])}"
+            f"; at 50 changes/s (stress): p50 {_ms(p1_latency(fast)['p50'])}, p99 "
+            f"{_ms(p1_latency(fast)['p99'])}"
             if fast
             else ""
         )
         out.append(
             (
                 "P1",
-                f"watch event -> LiteLLM request ({int(head):,} models; {lat['n']} readiness changes of "
-                f"different models, {1 / v['interval_s']:.0f}/s; real kube-apiserver, fake LiteLLM in its "
-                "own process)",
+                f"watch event received -> LiteLLM request ({int(head):,} models; {lat['n']} readiness "
+                f"changes of different models, {1 / v['interval_s']:.0f}/s; real kube-apiserver, fake "
+                "LiteLLM in its own process)",
                 "p50 <= 20 ms, p99 <= 100 ms",
                 f"p50 {_ms(lat['p50'])}, p90 {_ms(lat['p90'])}, p99 {_ms(lat['p99'])}, max {_ms(lat['max'])}"
-                f" (missing {v['missing']}; p99/target {lat['p99'] / 0.1:.2f}){extra}",
+                f" (missing {v['missing']}; p99/target {lat['p99'] / 0.1:.2f}); from the API write, the "
+                f"API server's delivery included: p50 {_ms(whole['p50'])}, p99 {_ms(whole['p99'])}{extra}",
                 _met(ok),
             )
         )
@@ -236,7 +245,8 @@ def growth(r: dict[str, Any]) -> list[str]:
     if not sizes:
         return []
     lines = [
-        "| models | P1 p50 / p99 at 10 changes/s | P1 stages p50 (API+watch / fold+plan / queue+request) "
+        "| models | P1 p50 / p99 at 10 changes/s | P1 stages p50 (API server / stream wait / fold+plan / "
+        "queue+request) "
         "| P1 p50 / p99 at 50 changes/s | P5 events/s | P5 render | P7 RSS (median) | P7 converge |",
         "|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
@@ -248,9 +258,13 @@ def growth(r: dict[str, Any]) -> list[str]:
         stages = a.get("stages_s") or {}
         cells = [
             f"{n:,}",
-            f"{_ms(a['latency_s']['p50'])} / {_ms(a['latency_s']['p99'])}" if a else "n/a",
-            " / ".join(_ms(stages[k]["p50"]) for k in ("watch", "plan", "execute")) if stages else "n/a",
-            f"{_ms(f['latency_s']['p50'])} / {_ms(f['latency_s']['p99'])}" if f else "n/a",
+            f"{_ms(p1_latency(a)['p50'])} / {_ms(p1_latency(a)['p99'])}" if a else "n/a",
+            " / ".join(
+                _ms(stages[k]["p50"]) if k in stages else "n/a" for k in ("api", "stream", "plan", "execute")
+            )
+            if stages
+            else "n/a",
+            f"{_ms(p1_latency(f)['p50'])} / {_ms(p1_latency(f)['p99'])}" if f else "n/a",
             f"{b['events_per_s']['median']:,.0f}" if b else "n/a",
             f"{b['render_ms']['median']:.1f} ms" if b else "n/a",
             f"{c['rss_mib']['median']:.1f} MiB" if c else "n/a",
