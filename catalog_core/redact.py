@@ -145,15 +145,26 @@ def _redact_value(value: Any, secrets: dict[str, str]) -> Any:
 def redact_models_json(text: str) -> tuple[str, dict[str, str]]:
     """models.json with inline keys replaced; unparsable text becomes a marker carrying only the error."""
     secrets: dict[str, str] = {}
+    doc, error = load_json_text(text)
+    if error is not None:
+        return INVALID_JSON_MARKER + error, {}
+    if isinstance(doc, list):
+        doc = [_redact_inline_keys(item, secrets) for item in doc]
+    elif isinstance(doc, dict) and isinstance(doc.get("models"), list):
+        doc = {**doc, "models": [_redact_inline_keys(item, secrets) for item in doc["models"]]}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")), secrets
+
+
+def load_json_text(text: str) -> tuple[Any, str | None]:
+    """Parse JSON typed by a person: (document, None), or (None, why not) — never an exception.
+
+    Every reader of models.json goes through here, so they agree on what is invalid and how it is
+    described; a few KB of brackets exceed the recursion limit, which is bad input like any other.
+    """
     try:
-        doc = json.loads(text)
-        if isinstance(doc, list):
-            doc = [_redact_inline_keys(item, secrets) for item in doc]
-        elif isinstance(doc, dict) and isinstance(doc.get("models"), list):
-            doc = {**doc, "models": [_redact_inline_keys(item, secrets) for item in doc["models"]]}
-        return json.dumps(doc, sort_keys=True, separators=(",", ":")), secrets
-    except (ValueError, RecursionError) as exc:  # a few KB of brackets exceed the recursion limit
-        return INVALID_JSON_MARKER + _json_error(exc), {}
+        return json.loads(text), None
+    except (ValueError, RecursionError) as exc:
+        return None, _json_error(exc)
 
 
 def _json_error(exc: ValueError | RecursionError) -> str:

@@ -41,6 +41,7 @@ from catalog_core.redact import (
     INLINE_KEY_FIELDS,
     INVALID_JSON_MARKER,
     REDACTED,
+    load_json_text,
     redacted_fingerprint,
 )
 from catalog_core.sources.litellm_row import whitelist_row
@@ -163,9 +164,8 @@ def _models_json(obj: Mapping[str, Any], writable: Any) -> int:
     text = data.get("models.json") if isinstance(data, Mapping) else None
     if not isinstance(text, str) or text.startswith(INVALID_JSON_MARKER) or not text.strip():
         return 0
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
+    doc, error = load_json_text(text)
+    if error is not None:
         # Redaction turns unparsable text into a marker: raw text may hold keys in any shape.
         writable()["data"]["models.json"] = INVALID_JSON_MARKER + "(content stripped by the event log)"
         return 1

@@ -6,7 +6,6 @@ copied, so user-supplied ``order`` and ``ai_appliance_*`` keys are dropped (B.2)
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +14,13 @@ import attrs
 
 from catalog_core import raw
 from catalog_core.reasons import Reason
-from catalog_core.redact import INLINE_KEY_FIELDS, INVALID_JSON_MARKER, fingerprint, redacted_fingerprint
+from catalog_core.redact import (
+    INLINE_KEY_FIELDS,
+    INVALID_JSON_MARKER,
+    fingerprint,
+    load_json_text,
+    redacted_fingerprint,
+)
 from catalog_core.sources.common import Problem
 from catalog_core.values import MAX_RATE, MAX_TOKENS, FieldError, ModelType, parse_model_type, positive_int
 
@@ -223,16 +228,9 @@ class ExternalModelsDocument:
             return cls((), Problem(Reason.INVALID_JSON, "models.json: " + text[len(INVALID_JSON_MARKER) :]))
         if not text.strip():
             return cls((), None)
-        try:
-            doc = json.loads(text)
-        except RecursionError:  # bad input is a Problem, never an exception (a few KB of brackets do it)
-            return cls((), Problem(Reason.INVALID_JSON, "models.json: nested too deeply"))
-        except ValueError as exc:
-            where = (
-                f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-            )
-            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "invalid JSON"
-            return cls((), Problem(Reason.INVALID_JSON, f"models.json: {msg}{where}"))
+        doc, error = load_json_text(text)
+        if error is not None:
+            return cls((), Problem(Reason.INVALID_JSON, f"models.json: {error}"))
         if isinstance(doc, Mapping) and "models" in doc:
             doc = doc["models"]
         if not isinstance(doc, list):
