@@ -104,7 +104,30 @@ def service_account_kubeconfig(admin_kubeconfig: Path, namespace: str, target: P
     return target
 
 
-class HealthServer:
+class LoopbackHTTPServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port) answering with ``handler``'s class."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = int(self.server.server_address[1])
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+class HealthServer(LoopbackHTTPServer):
     """A runtime's /health on loopback: 200 while ``healthy``, else 503."""
 
     def __init__(self) -> None:
@@ -112,7 +135,7 @@ class HealthServer:
         self.hits = 0
         owner = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 owner.hits += 1
                 status = 200 if owner.healthy and self.path == "/health" else 503
@@ -121,17 +144,18 @@ class HealthServer:
                 self.end_headers()
                 self.wfile.write(b"ok" if status == 200 else b"no")
 
-            def log_message(self, *args: Any) -> None:
-                return
+        super().__init__(Handler)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+# Timings that make a test controller react in seconds rather than in a cluster's minutes.
+FAST_CONTROLLER_ENV = {
+    "CATALOG_LITELLM_RESYNC_SECONDS": "2",
+    "CATALOG_RUNTIME_HEALTH_SECONDS": "1",
+    "CATALOG_LEASE_DURATION_SECONDS": "4",
+    "CATALOG_LEASE_RENEW_DEADLINE_SECONDS": "3",
+    "CATALOG_LEASE_RETRY_PERIOD_SECONDS": "0.5",
+    "CATALOG_MIN_WRITE_INTERVAL_SECONDS": "0.2",
+}
 
 
 class LiteLLMAdmin:

@@ -22,6 +22,7 @@ import yaml
 
 from tests.e2e.harness import (
     DEPLOY,
+    FAST_CONTROLLER_ENV,
     REPO,
     Controller,
     HealthServer,
@@ -177,12 +178,7 @@ def test_the_controller_end_to_end(world: Any) -> None:
         "APPLIANCE_NAMESPACE": APP_NS,
         "LITELLM_BASE_URL": peer.base_url,
         "LITELLM_MASTER_KEY": peer.master_key,
-        "CATALOG_LITELLM_RESYNC_SECONDS": "2",
-        "CATALOG_RUNTIME_HEALTH_SECONDS": "1",
-        "CATALOG_LEASE_DURATION_SECONDS": "4",
-        "CATALOG_LEASE_RENEW_DEADLINE_SECONDS": "3",
-        "CATALOG_LEASE_RETRY_PERIOD_SECONDS": "0.5",
-        "CATALOG_MIN_WRITE_INTERVAL_SECONDS": "0.2",
+        **FAST_CONTROLLER_ENV,
         "CATALOG_PROBE_RESOLVE": f"phi-rt.{NS}.svc.cluster.local:8080=127.0.0.1:{health.port}",
         "LOG_LEVEL": "INFO",
     }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.server
 import os
 import re
 import shutil
@@ -33,6 +32,7 @@ import anyio.from_thread
 
 from adapters.litellm.fake import FakeLiteLLM
 from tests.adapters.kube.helpers import TcpProxy
+from tests.e2e.harness import LoopbackHTTPServer, QuietHandler
 from tests.fixtures.kube_peer import shared_dir
 
 T = TypeVar("T")
@@ -318,14 +318,14 @@ class ProxyThread:
         self.thread.join(5)
 
 
-class OtlpSink:
+class OtlpSink(LoopbackHTTPServer):
     """Receives OTLP/HTTP exports (protobuf bodies, kept raw: strings in them are plain UTF-8)."""
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
         owner = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 owner.bodies.append(self.rfile.read(length))
@@ -334,18 +334,4 @@ class OtlpSink:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, *args: Any) -> None:
-                return
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)

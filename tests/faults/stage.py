@@ -35,7 +35,7 @@ import yaml
 
 from app.render import render
 from catalog_core.config import CatalogConfig
-from tests.e2e.harness import DEPLOY, SA, Controller
+from tests.e2e.harness import DEPLOY, FAST_CONTROLLER_ENV, SA, Controller
 from tests.faults.kube import Admin, ApiError, History, b64
 from tests.faults.peers import OtlpSink, ProxyThread, ServedFake
 
@@ -360,12 +360,7 @@ class Stage:
             "APPLIANCE_NAMESPACE": self.app_ns,
             "LITELLM_BASE_URL": self.litellm.base_url,
             "LITELLM_MASTER_KEY": self.litellm.master_key,
-            "CATALOG_LITELLM_RESYNC_SECONDS": "2",
-            "CATALOG_RUNTIME_HEALTH_SECONDS": "1",
-            "CATALOG_LEASE_DURATION_SECONDS": "4",
-            "CATALOG_LEASE_RENEW_DEADLINE_SECONDS": "3",
-            "CATALOG_LEASE_RETRY_PERIOD_SECONDS": "0.5",
-            "CATALOG_MIN_WRITE_INTERVAL_SECONDS": "0.2",
+            **FAST_CONTROLLER_ENV,
             "CATALOG_CRD_RECHECK_SECONDS": "1",
             "CATALOG_SHUTDOWN_GRACE_SECONDS": "3",
             "OTEL_EXPORTER_OTLP_ENDPOINT": sink.url,
