@@ -49,6 +49,13 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _placeholder(args: argparse.Namespace) -> int:
+    from app.placeholder import placeholder_yaml
+
+    sys.stdout.write(placeholder_yaml(_config()))
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     import anyio
 
@@ -93,6 +100,15 @@ def parser() -> argparse.ArgumentParser:
         "--show-secrets", action="store_true", help="print API keys instead of redacting them"
     )
     render_cmd.set_defaults(func=_render)
+
+    placeholder_cmd = commands.add_parser(
+        "placeholder",
+        help="print the bootstrap ai-model-catalog ConfigMap (every key, empty values) for this environment",
+        description="Print, as YAML, the ConfigMap that lets consumers start before the first catalog is "
+        "written: every data key of the catalog with empty values (READY false, hash bootstrap). "
+        "deploy/configmap-ai-model-catalog.yaml is its output for the default environment.",
+    )
+    placeholder_cmd.set_defaults(func=_placeholder)
 
     from app.settings import FLAGS
 

@@ -57,7 +57,7 @@ class CatalogConfig:
             "namespace": reader.dns("NAMESPACE", d.namespace, _DNS_LABEL),
             "appliance_namespace": reader.dns("APPLIANCE_NAMESPACE", d.appliance_namespace, _DNS_LABEL),
             "litellm_base_url": base_url,
-            "litellm_api_base": reader.url("LITELLM_API_BASE", f"{str(base_url).rstrip('/')}/v1"),
+            "litellm_api_base": reader.url("LITELLM_API_BASE", f"{base_url}/v1"),
             "kubeai_api_base": reader.url("KUBEAI_API_BASE", d.kubeai_api_base),
             "catalog_configmap": reader.dns("CATALOG_CONFIGMAP", d.catalog_configmap, _DNS_SUBDOMAIN),
             "external_models_configmap": reader.dns(
@@ -146,6 +146,7 @@ class _Reader:
         return value
 
     def url(self, name: str, default: str) -> str:
+        """An http(s) URL without a trailing ``/`` (contracts A.8: it is used without one everywhere)."""
         value = self._raw(name)
         if value is None:
             return default
@@ -155,7 +156,7 @@ class _Reader:
         elif "@" in value.split("://", 1)[1].split("/", 1)[0]:
             # These URLs are published in the catalog ConfigMap and recorded in the event log.
             self._fail(name, "must not carry credentials (user:password@)")
-        return value
+        return value.rstrip("/")
 
     def integer(self, name: str, default: int, minimum: int) -> int:
         value = self._raw(name)

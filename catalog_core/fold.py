@@ -181,7 +181,8 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
             }
         )
         # set_row forgets 'settled' for a changed row; this write is what changed it.
-        return _settle(ingest.set_row(state, command.model_id, row), command)
+        state = _settle(ingest.set_row(state, command.model_id, row), command)
+        return attrs.evolve(state, litellm=attrs.evolve(state.litellm, unobserved_writes=True))
     if isinstance(command, DeleteLiteLLMModel):
         return _settle(ingest.set_row(state, command.model_id, None), command)
     if isinstance(command, WriteCatalog):

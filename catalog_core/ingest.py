@@ -154,12 +154,14 @@ def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> Cata
 
 
 def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:
-    """Remember which catalog a pod could have read when it started (for ownerless pods)."""
+    """Remember which catalog a pod read when it started: the current one, for a pod that appears while we
+    watch. A pod of the first listing started earlier: it gets the start-up catalog when planning."""
     births = state.cluster.pod_birth
     if isinstance(old, ConsumerPod) and (new is None or new.uid != old.uid):
         births = births.delete(old.uid)
     catalog = state.cluster.catalog
-    if isinstance(new, ConsumerPod) and new.uid not in births and catalog is not None:
+    live = state.source(SourceKind.PODS).known
+    if isinstance(new, ConsumerPod) and new.uid not in births and catalog is not None and live:
         births = births.set(new.uid, catalog.catalog_hash or "")
     return births
 
@@ -304,7 +306,7 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
         return state
     initial = cluster.initial_catalog_hash
     if initial is None and observed is not None:
-        initial = observed.catalog_hash or ""
+        initial = observed.previous_hash or observed.catalog_hash or ""
     ns, name = state.config.namespace, state.config.catalog_configmap
     return attrs.evolve(
         state,
@@ -347,13 +349,14 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
     status = LiteLLMStatus(observed_once=True, reachable=True)
     if (
         status == state.litellm.status
+        and not state.litellm.unobserved_writes
         and failures is state.control.failures
         and retries is state.control.retries
     ):
         return state  # the usual resync: nothing new (evolve costs more than the check)
     return attrs.evolve(
         state,
-        litellm=attrs.evolve(state.litellm, status=status),
+        litellm=attrs.evolve(state.litellm, status=status, unobserved_writes=False),
         control=attrs.evolve(state.control, failures=failures, retries=retries),
         pending=attrs.evolve(state.pending, ids=ids),
     )
@@ -487,6 +490,7 @@ def litellm_unreachable(state: CatalogState, event: LiteLLMUnreachable) -> Catal
     """Keep every observed row: the last published catalog stays as it is (C.11)."""
     detail = f"{event.reason}: {event.detail}" if event.detail else event.reason
     status = attrs.evolve(state.litellm.status, reachable=False, detail=detail)
-    if status == state.litellm.status:
+    if status == state.litellm.status and not state.litellm.unobserved_writes:
         return state
-    return attrs.evolve(state, litellm=attrs.evolve(state.litellm, status=status))
+    # No observation will confirm the writes soon: the catalog goes out with what is known.
+    return attrs.evolve(state, litellm=attrs.evolve(state.litellm, status=status, unobserved_writes=False))

@@ -348,6 +348,14 @@ def _routes(out: _Out) -> None:
 
 
 def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
+    warnings_key = f"{item}#warnings"
+    if record is not None and record.warnings:
+        # Published without the fields it could not use: say so once (A.8).
+        text = "; ".join(f"{w.field}: {w.message}" for w in record.warnings)
+        reason = record.warnings[0].reason.value
+        out.announce(warnings_key, involved_object(out.state, item), reason, f"{record.name}: {text}")
+    else:
+        out.forget(warnings_key)
     if record is None or record.state not in (RouteState.ERROR, RouteState.CONFLICT):
         out.forget(item)
         return
@@ -378,8 +386,9 @@ def _litellm_in_flight(state: CatalogState) -> bool:
 
 def _catalog(out: _Out) -> None:
     state = out.state
-    if not state.pending.catalog or _litellm_in_flight(state):
-        # LiteLLM writes in flight will change what is published: write the catalog once, after them.
+    if not state.pending.catalog or _litellm_in_flight(state) or state.litellm.unobserved_writes:
+        # LiteLLM writes in flight, or applied but not observed yet (LiteLLM fills in limits), will change
+        # what is published: write the catalog once, after them.
         return
     rendered = rendered_catalog(state)
     cfg = state.config

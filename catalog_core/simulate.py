@@ -65,13 +65,24 @@ class SimulatedWorld:
     templates: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     workloads: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # "Kind/name"
     healthy: frozenset[str] = frozenset()
+    # LiteLLM's own model map: /model/info shows these model_info fields for a row of that
+    # litellm_params.model when the row does not set them (e.g. max_input_tokens of openai/gpt-4o-mini).
+    model_map: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     catalog: dict[str, Any] | None = None
     evicted: list[str] = attrs.field(factory=list)
     events: list[EmitKubernetesEvent] = attrs.field(factory=list)
     writes: list[Command] = attrs.field(factory=list)  # every write carried out, in order
 
     def rows_event(self) -> LiteLLMRowsObserved:
-        return LiteLLMRowsObserved(tuple(whitelist_row(self.rows[k]) for k in sorted(self.rows)))
+        return LiteLLMRowsObserved(tuple(whitelist_row(self.info_row(k)) for k in sorted(self.rows)))
+
+    def info_row(self, rid: str) -> dict[str, Any]:
+        """A row as ``GET /model/info`` shows it: what was written, with the model map filled in."""
+        row = self.rows[rid]
+        known = self.model_map.get(str(row.get("litellm_params", {}).get("model")))
+        if not known:
+            return row
+        return {**row, "model_info": {**known, **row.get("model_info", {})}}
 
     def execute(self, command: Command) -> list[Event]:
         """Carry out one command; the events the real adapter would report."""
@@ -97,19 +108,28 @@ class SimulatedWorld:
                 }
             self.rows[command.model_id] = body
             self.writes.append(command)
-            return [done]
+            # The observer re-reads /model/info after writes (LiteLLM may have filled fields in).
+            return [done, self.rows_event()]
         if isinstance(command, DeleteLiteLLMModel):
             if self.rows.pop(command.model_id, None) is not None:
                 self.writes.append(command)
-            return [done]
+            return [done, self.rows_event()]
         if isinstance(command, WriteCatalog):
+            annotations = {"ai-appliance.io/catalog-hash": command.catalog_hash}
+            if self.catalog is not None:
+                held = dict(self.catalog["metadata"].get("annotations") or {})
+                replaced = held.get("ai-appliance.io/catalog-hash")
+                previous = held.get("ai-appliance.io/previous-catalog-hash")
+                previous = (replaced or "") if replaced != command.catalog_hash else previous
+                if previous is not None:
+                    annotations["ai-appliance.io/previous-catalog-hash"] = previous
             self.catalog = {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {
                     "name": command.name,
                     "namespace": command.namespace,
-                    "annotations": {"ai-appliance.io/catalog-hash": command.catalog_hash},
+                    "annotations": annotations,
                 },
                 "data": dict(command.data),
             }

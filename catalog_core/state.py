@@ -21,7 +21,7 @@ from catalog_core.reasons import Reason, RouteState
 from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.agent_template import AgentTemplateInfo
 from catalog_core.sources.catalog_configmap import ObservedCatalog
-from catalog_core.sources.common import Problem
+from catalog_core.sources.common import FieldWarning, Problem
 from catalog_core.sources.consumers import ConsumerPod, ReplicaSetOwner, Workload
 from catalog_core.sources.external import ExternalItem
 from catalog_core.sources.freetoken import FreeTokenRuntime, ServicePort
@@ -104,6 +104,7 @@ class Candidate:
     message: str = ""
     refs: tuple[str, ...] = ()  # "secret/x", "service/y", "activation/z": what the claim depends on
     health_url: str | None = None  # a FreeToken runtime that passed its other gates
+    warnings: tuple[FieldWarning, ...] = ()  # optional fields of the input that were dropped
 
 
 @attrs.frozen
@@ -118,6 +119,7 @@ class RouteRecord:
     message: str = ""
     id: str | None = None
     serving_last_good: bool = False
+    warnings: tuple[FieldWarning, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -133,6 +135,8 @@ class RouteRecord:
             out["id"] = self.id
         if self.serving_last_good:
             out["servingLastGood"] = True
+        if self.warnings:
+            out["warnings"] = [w.as_json() for w in self.warnings]
         return out
 
 
@@ -222,16 +226,21 @@ class ClusterView:
 
     templates: PMap[AgentTemplateInfo] = attrs.field(factory=empty)
     pods: PMap[ConsumerPod] = attrs.field(factory=empty)
-    pod_birth: PMap[str] = attrs.field(factory=empty)  # pod uid -> catalog hash when first seen
+    pod_birth: PMap[str] = attrs.field(factory=empty)  # pod uid -> catalog hash when it appeared (live)
     replicasets: PMap[ReplicaSetOwner] = attrs.field(factory=empty)
     workloads: PMap[Workload] = attrs.field(factory=empty)  # "Kind/name"
     catalog: ObservedCatalog | None = None
+    # The catalog that consumers running at start-up read: the observed catalog's previous hash when this
+    # controller wrote it over another (a rollout may have been cut short), else its hash.
     initial_catalog_hash: str | None = None
 
 
 @attrs.frozen
 class LiteLLMView:
     status: LiteLLMStatus = LiteLLMStatus()
+    # A write was applied that no observation has covered yet: LiteLLM fills limits in from its model map,
+    # so the row it holds is known only after the next /model/info (the catalog waits for it).
+    unobserved_writes: bool = False
     rows: PMap[LiteLLMRow] = attrs.field(factory=empty)
     rows_by_logical: PMap[frozenset[str]] = attrs.field(factory=empty)  # logical name -> row ids
 

@@ -121,17 +121,25 @@ def parse_model_type(value: Any, field: str) -> ModelType | FieldError | None:
         return FieldError(f"{field} must be one of chat, embedding, rerank, audio, got {_show(value)}")
 
 
-def kubeai_model_type(features: tuple[str, ...], name: str) -> ModelType:
-    """Contracts A.1 and C.9: case-insensitive substrings of spec.features, then the name."""
-    joined = " ".join(features).lower()
-    if "embedding" in joined:
+def features_type(features: tuple[str, ...]) -> ModelType | None:
+    """Contracts A.1 and C.9: case-insensitive substrings of the features; None when none says."""
+    lowered = [f.lower() for f in features]
+    if any("embedding" in f for f in lowered):
         return ModelType.EMBEDDING
-    if "rerank" in joined:
+    if any("rerank" in f for f in lowered):
         return ModelType.RERANK
-    if "speechtotext" in joined or "speech-to-text" in joined or "transcription" in joined:
+    if any("speechtotext" in f or "speech-to-text" in f or "transcription" in f for f in lowered):
         return ModelType.AUDIO
-    if "generation" in joined or "chat" in joined:
+    if any("generation" in f or "chat" in f for f in lowered):
         return ModelType.CHAT
+    return None
+
+
+def kubeai_model_type(features: tuple[str, ...], name: str) -> ModelType:
+    """Contracts A.1 and C.9: the features, then a name containing "embedding", then chat."""
+    from_features = features_type(features)
+    if from_features is not None:
+        return from_features
     if "embedding" in name.lower():
         return ModelType.EMBEDDING
     return ModelType.CHAT

@@ -35,7 +35,7 @@ from catalog_core.commands import (
 )
 from catalog_core.events import CommandCompleted, Event, ObjectUpserted, Outcome, SourceKind
 from catalog_core.redact import redact_object
-from catalog_core.sources.common import CATALOG_HASH_ANNOTATION
+from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, PREVIOUS_HASH_ANNOTATION
 from contracts.kinds import RESOURCES, Resource
 
 log = logging.getLogger("model_catalog.kube.writers")
@@ -123,8 +123,13 @@ def _where(resource: Resource, namespace: str, name: str) -> str:
     return f"{resource.plural}/{name} in {namespace}"
 
 
+LAST_SYNC_ANNOTATION = "ai-appliance.io/last-sync"
+CATALOG_LABELS = {"app": "ai-model-catalog"}
+
+
 class CatalogWriter:
-    """``WriteCatalog``: replace ``data`` and set the hash annotation; every other field is kept.
+    """``WriteCatalog``: replace ``data``, set the hash and last-sync annotations and the ``app`` label (as
+    the previous controller did); every other field is kept.
 
     A read-modify-write with the read resourceVersion; a 409 (someone wrote in between)
     re-reads and tries again, a few times, then reports retry.
@@ -181,7 +186,11 @@ class CatalogWriter:
             "metadata": {
                 "name": command.name,
                 "namespace": command.namespace,
-                "annotations": {CATALOG_HASH_ANNOTATION: command.catalog_hash},
+                "labels": dict(CATALOG_LABELS),
+                "annotations": {
+                    CATALOG_HASH_ANNOTATION: command.catalog_hash,
+                    LAST_SYNC_ANNOTATION: _now(),
+                },
             },
             "data": dict(command.data),
         }
@@ -192,7 +201,14 @@ class CatalogWriter:
         meta = dict(metadata(current))
         annotations = meta.get("annotations")
         meta["annotations"] = {**(annotations if isinstance(annotations, dict) else {})}
+        replaced = meta["annotations"].get(CATALOG_HASH_ANNOTATION)
+        if replaced != command.catalog_hash:
+            # What consumers started before this write read, until they are rolled (rules/rollouts.py).
+            meta["annotations"][PREVIOUS_HASH_ANNOTATION] = replaced if isinstance(replaced, str) else ""
         meta["annotations"][CATALOG_HASH_ANNOTATION] = command.catalog_hash
+        meta["annotations"][LAST_SYNC_ANNOTATION] = _now()
+        labels = meta.get("labels")
+        meta["labels"] = {**(labels if isinstance(labels, dict) else {}), **CATALOG_LABELS}
         meta.pop("managedFields", None)  # the server keeps them; sending them back is noise
         body["metadata"] = meta
         body["data"] = dict(command.data)
@@ -362,6 +378,7 @@ def event_name(command: EmitKubernetesEvent) -> str:
 
 
 def _now() -> str:
+    """UTC, seconds: Event timestamps, and when a catalog was written (as the previous controller did)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import attrs
+
 from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.rules.routes import external_route, freetoken_route, kubeai_route
@@ -50,22 +52,23 @@ def _with_last_good(
         if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING
         else None
     )
-    return Candidate(base.item, base.source, base.name, base.involved_uid, route, reason, message, refs)
+    return attrs.evolve(base, route=route, reason=reason, message=message, refs=refs)
 
 
 def _kubeai(state: CatalogState, item: str, name: str) -> Candidate | None:
     model = state.observed.kubeai.get(name)
     if model is None:
         return None
-    base = Candidate(item, Source.KUBEAI, model.name, model.uid, None, Reason.PUBLISHED)
+    base = Candidate(
+        item, Source.KUBEAI, model.name, model.uid, None, Reason.PUBLISHED, warnings=model.warnings
+    )
     if not model.ready:
         return _with_last_good(
             state, base, Reason.NOT_READY, "status.replicas.ready is not a positive number"
         )
     if model.problem is not None:
         return _with_last_good(state, base, model.problem.reason, model.problem.message)
-    route = kubeai_route(model, item, state.config)
-    return Candidate(item, Source.KUBEAI, model.name, model.uid, route, Reason.PUBLISHED)
+    return attrs.evolve(base, route=kubeai_route(model, item, state.config))
 
 
 def _resolve_key(
@@ -111,11 +114,12 @@ def _external_claim(
 ) -> Candidate:
     if not model.enabled:
         return _with_last_good(state, base, Reason.DISABLED, "enabled is false")
+    base = attrs.evolve(base, warnings=model.warnings)
     api_key, reason, message, refs = _resolve_key(state, model.api_key, for_activation)
     if reason is not None:
         return _with_last_good(state, base, reason, message, refs)
     route = external_route(model, base.item, source, api_key)
-    return Candidate(base.item, source, base.name, base.involved_uid, route, Reason.PUBLISHED, "", refs)
+    return attrs.evolve(base, route=route, refs=refs)
 
 
 def _external(state: CatalogState, item: str, name: str) -> Candidate | None:
@@ -174,7 +178,9 @@ def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
     if runtime is None:
         return None
     model_name = runtime.activation or runtime.name
-    base = Candidate(item, Source.FREETOKEN, model_name, runtime.uid, None, Reason.PUBLISHED)
+    base = Candidate(
+        item, Source.FREETOKEN, model_name, runtime.uid, None, Reason.PUBLISHED, warnings=runtime.warnings
+    )
     refs: tuple[str, ...] = (f"activation/{runtime.activation}",) if runtime.activation else ()
     activation = state.observed.activations.get(runtime.activation) if runtime.activation else None
     if activation is None:
@@ -230,12 +236,8 @@ def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
         reason = Reason.HEALTH_CHECK_FAILED if failed else Reason.HEALTH_CHECK_PENDING
         detail = health.detail if health is not None and health.url == health_url else ""
         message = f"GET {health_url}: {detail}" if detail else f"waiting for GET {health_url} to succeed"
-        return Candidate(
-            item, Source.FREETOKEN, model_name, runtime.uid, None, reason, message, refs, health_url
-        )
-    return Candidate(
-        item, Source.FREETOKEN, model_name, runtime.uid, route, Reason.PUBLISHED, "", refs, health_url
-    )
+        return attrs.evolve(base, reason=reason, message=message, refs=refs, health_url=health_url)
+    return attrs.evolve(base, route=route, refs=refs, health_url=health_url)
 
 
 def _service_of(url: str) -> str | None:

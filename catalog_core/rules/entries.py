@@ -38,7 +38,9 @@ class RouteView:
     source: str
 
 
-def _from_route(route: DesiredRoute) -> RouteView:
+def _from_route(route: DesiredRoute, row: LiteLLMRow | None) -> RouteView:
+    """Our route as published. A limit the source gave wins; else the one LiteLLM reports for the row it
+    holds (it fills limits in from its model map, and apps should see what LiteLLM enforces; A.8)."""
     return RouteView(
         id=route.id,
         model_name=route.model_name,
@@ -50,8 +52,8 @@ def _from_route(route: DesiredRoute) -> RouteView:
         model_type=route.model_type,
         litellm_model=route.litellm_model,
         api_base=route.api_base,
-        context_window=route.context_window,
-        max_output_tokens=route.max_output_tokens,
+        context_window=route.context_window or (row.context_window if row is not None else None),
+        max_output_tokens=route.max_output_tokens or (row.max_output_tokens if row is not None else None),
         display_name=None,
         source=route.source.value if route.source is not Source.ACTIVATION else "external",
     )
@@ -103,7 +105,7 @@ def views_for(state: CatalogState, logical: str) -> list[RouteView]:
                 continue
             route = published_route(state, cand.route.id)
             if route is not None:
-                views.append(_from_route(route))
+                views.append(_from_route(route, state.litellm.rows.get(route.id)))
                 seen.add(route.id)
     for rid in state.litellm.rows_by_logical.get(logical, frozenset()):
         row = state.litellm.rows[rid]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import attrs
+
 from catalog_core.commands import ObjectRef
 from catalog_core.reasons import Reason, RouteState, state_of
 from catalog_core.rules.entries import published_route
-from catalog_core.state import CatalogState, RouteRecord
+from catalog_core.state import Candidate, CatalogState, RouteRecord
 from catalog_core.values import logical_name
 
 
@@ -13,6 +15,11 @@ def record_for(state: CatalogState, item: str) -> RouteRecord | None:
     cand = state.derived.candidates.get(item)
     if cand is None:
         return None
+    record = _record(state, item, cand)
+    return attrs.evolve(record, warnings=cand.warnings) if cand.warnings else record
+
+
+def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
     source, name = cand.source.value, cand.name
     logical = logical_name(name)
     route = cand.route

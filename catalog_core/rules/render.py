@@ -16,7 +16,17 @@ from catalog_core.sources.catalog_configmap import data_fingerprint
 from catalog_core.state import CatalogEntry, RouteRecord
 from catalog_core.values import ModelType
 
-PREFIX = "AI_APPLIANCE_MODEL_CATALOG_"
+# Key names are literal (contracts A.5): consumers read them by name, e.g. AnythingLLM's Deployment has a
+# configMapKeyRef to AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL. Only READY and HASH carry MODEL_CATALOG_.
+READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
+HASH_KEY = "AI_APPLIANCE_MODEL_CATALOG_HASH"
+DEFAULT_CHAT_KEY = "AI_APPLIANCE_DEFAULT_CHAT_MODEL"
+DEFAULT_OPENCODE_KEY = "AI_APPLIANCE_DEFAULT_OPENCODE_MODEL"
+DEFAULT_EMBEDDING_KEY = "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL"
+MODEL_COUNT_KEY = "AI_APPLIANCE_MODEL_COUNT"
+CHAT_COUNT_KEY = "AI_APPLIANCE_CHAT_MODEL_COUNT"
+EMBEDDING_COUNT_KEY = "AI_APPLIANCE_EMBEDDING_MODEL_COUNT"
+BOOTSTRAP_HASH = "bootstrap"
 _USERINFO = re.compile(r"^(https?://)[^/@\s]*@")
 
 
@@ -131,8 +141,14 @@ def pick_default(wanted: str, ids: list[str]) -> str:
 
 
 def render_catalog(
-    entries: Iterable[CatalogEntry], records: Iterable[RouteRecord], config: CatalogConfig
+    entries: Iterable[CatalogEntry],
+    records: Iterable[RouteRecord],
+    config: CatalogConfig,
+    *,
+    placeholder: bool = False,
 ) -> RenderedCatalog:
+    """Every data key of contracts A.5 plus routes.json. ``placeholder``: the bootstrap form (READY false,
+    hash ``bootstrap``) that deploy/ ships so consumers can start before the first catalog (A.8)."""
     ordered = sorted(entries, key=lambda e: (e.model_type.value, e.id))
     parts = [_ENTRY_PARTS.get(e, config) for e in ordered]
     models = [p.model for p in parts]
@@ -147,21 +163,26 @@ def render_catalog(
     default_embedding = pick_default(config.default_embedding_model, [e.id for e in embedding])
     default_entry = next((e for e in chat if e.id == default_chat), None)
     compaction = openclaw_compaction(default_entry.context_window if default_entry else None)
-    catalog_hash = short_hash(
-        canonical_join(
-            {
-                "models": models,
-                "defaultChatModel": default_chat,
-                "defaultEmbeddingModel": default_embedding,
-                "opencodeDefaultContextTokens": config.opencode_default_context_tokens,
-                "opencodeDefaultOutputTokens": config.opencode_default_output_tokens,
-                "paperclipOpenCodeMaxOutputTokens": config.paperclip_max_output_tokens,
-                "paperclipOpenCodeContextHeadroomTokens": config.paperclip_headroom_tokens,
-                "openclawCompaction": compaction,
-                "openclawToolsProfile": config.openclaw_tools_profile,
-            }
+    catalog_hash = (
+        BOOTSTRAP_HASH
+        if placeholder
+        else short_hash(
+            canonical_join(
+                {
+                    "models": models,
+                    "defaultChatModel": default_chat,
+                    "defaultEmbeddingModel": default_embedding,
+                    "opencodeDefaultContextTokens": config.opencode_default_context_tokens,
+                    "opencodeDefaultOutputTokens": config.opencode_default_output_tokens,
+                    "paperclipOpenCodeMaxOutputTokens": config.paperclip_max_output_tokens,
+                    "paperclipOpenCodeContextHeadroomTokens": config.paperclip_headroom_tokens,
+                    "openclawCompaction": compaction,
+                    "openclawToolsProfile": config.openclaw_tools_profile,
+                }
+            )
         )
     )
+    ready = "false" if placeholder else "true"
     opencode_model = f"litellm/{default_chat}" if default_chat else ""
     base = config.litellm_api_base
 
@@ -187,16 +208,16 @@ def render_catalog(
         "chat-models.json": pretty({"models": chat_json, "defaultModel": default_chat}),
         "embedding-models.json": pretty({"models": embedding_json, "defaultModel": default_embedding}),
         "defaults.env": "".join(
-            f"{PREFIX}{k}={v}\n"
+            f"{k}={v}\n"
             for k, v in (
-                ("READY", "true"),
-                ("HASH", catalog_hash),
-                ("DEFAULT_CHAT_MODEL", default_chat),
-                ("DEFAULT_OPENCODE_MODEL", opencode_model),
-                ("DEFAULT_EMBEDDING_MODEL", default_embedding),
-                ("MODEL_COUNT", len(ordered)),
-                ("CHAT_MODEL_COUNT", len(chat)),
-                ("EMBEDDING_MODEL_COUNT", len(embedding)),
+                (READY_KEY, ready),
+                (HASH_KEY, catalog_hash),
+                (DEFAULT_CHAT_KEY, default_chat),
+                (DEFAULT_OPENCODE_KEY, opencode_model),
+                (DEFAULT_EMBEDDING_KEY, default_embedding),
+                (MODEL_COUNT_KEY, len(ordered)),
+                (CHAT_COUNT_KEY, len(chat)),
+                (EMBEDDING_COUNT_KEY, len(embedding)),
             )
         ),
         "openclaw.json": pretty(
@@ -246,20 +267,17 @@ def render_catalog(
         "routes.json": pretty(
             [_RECORD_JSON.get(r, config) for r in sorted(records, key=lambda r: (r.source, r.name))]
         ),
-        f"{PREFIX}READY": "true",
-        f"{PREFIX}HASH": catalog_hash,
-        f"{PREFIX}DEFAULT_CHAT_MODEL": default_chat,
-        f"{PREFIX}DEFAULT_OPENCODE_MODEL": opencode_model,
-        f"{PREFIX}DEFAULT_EMBEDDING_MODEL": default_embedding,
+        READY_KEY: ready,
+        HASH_KEY: catalog_hash,
+        DEFAULT_CHAT_KEY: default_chat,
+        DEFAULT_OPENCODE_KEY: opencode_model,
+        DEFAULT_EMBEDDING_KEY: default_embedding,
     }
     pairs = tuple(sorted(data.items()))
     return RenderedCatalog(pairs, catalog_hash, data_fingerprint(dict(pairs)))
 
 
-def bootstrap_data() -> dict[str, str]:
-    """The placeholder shipped in deploy/ so consumers can start before the first catalog (A.5)."""
-    return {
-        f"{PREFIX}READY": "false",
-        f"{PREFIX}HASH": "bootstrap",
-        "defaults.env": f"{PREFIX}READY=false\n{PREFIX}HASH=bootstrap\n",
-    }
+def bootstrap_data(config: CatalogConfig) -> dict[str, str]:
+    """The placeholder shipped in deploy/ (contracts A.8): every data key with today's empty values, so
+    every consumer can start (and mount the keys it reads) before the first catalog is written."""
+    return render_catalog((), (), config, placeholder=True).as_dict()

@@ -9,7 +9,7 @@ import attrs
 
 from catalog_core import raw
 from catalog_core.jsonval import canonical, short_hash
-from catalog_core.sources.common import CATALOG_HASH_ANNOTATION
+from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, PREVIOUS_HASH_ANNOTATION
 
 READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
 
@@ -33,13 +33,18 @@ class ObservedCatalog:
     catalog_hash: str | None
     fingerprint: str
     ready: bool
+    # The hash this catalog replaced, when the controller wrote it over a different one: the catalog that
+    # consumers started before this write may still be reading (see rules/rollouts.py).
+    previous_hash: str | None = None
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> ObservedCatalog:
         data = raw.string_map(obj, "data")
+        annotations = raw.string_map(obj, "metadata", "annotations")
         return cls(
             resource_version=raw.resource_version_of(obj),
-            catalog_hash=raw.string_map(obj, "metadata", "annotations").get(CATALOG_HASH_ANNOTATION),
+            catalog_hash=annotations.get(CATALOG_HASH_ANNOTATION),
             fingerprint=data_fingerprint(data),
             ready=data.get(READY_KEY, "").strip().lower() == "true",
+            previous_hash=annotations.get(PREVIOUS_HASH_ANNOTATION),
         )

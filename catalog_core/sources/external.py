@@ -21,8 +21,8 @@ from catalog_core.redact import (
     load_json_text,
     redacted_fingerprint,
 )
-from catalog_core.sources.common import Problem
-from catalog_core.values import MAX_RATE, MAX_TOKENS, FieldError, ModelType, parse_model_type, positive_int
+from catalog_core.sources.common import FieldWarning, OptionalFields, Problem
+from catalog_core.values import MAX_RATE, MAX_TOKENS, FieldError, ModelType, parse_model_type
 
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
@@ -57,6 +57,7 @@ class ExternalModel:
     model_type: ModelType = ModelType.CHAT
     context_window: int | None = None
     max_output_tokens: int | None = None
+    warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
 
 
 @attrs.frozen
@@ -91,23 +92,24 @@ def parse_definition(
             return ExternalItem("?", None, Problem(Reason.MISSING_FIELD, "name is required"))
         name = raw_name.strip()
     problems: list[tuple[Reason, str]] = []
+    optional = OptionalFields()
 
-    def text(*paths: tuple[str, ...]) -> str | None:
+    def text(*paths: tuple[str, ...], required: bool = True) -> str | None:
+        """A string field; a non-string is an error when the route needs it, else dropped (A.8)."""
         field, value = _first(item, *paths)
         if value is None:
             return None
         if not isinstance(value, str):
-            problems.append((Reason.INVALID_FIELD, f"{field} must be a string"))
+            if required:
+                problems.append((Reason.INVALID_FIELD, f"{field} must be a string"))
+            else:
+                optional.drop(field, "must be a string; ignored")
             return None
         return value.strip() or None
 
     def number(maximum: int, *paths: tuple[str, ...]) -> int | None:
         field, value = _first(item, *paths)
-        parsed = positive_int(value, field, maximum)
-        if isinstance(parsed, FieldError):
-            problems.append((Reason.INVALID_FIELD, parsed.message))
-            return None
-        return parsed
+        return optional.limit(value, field, maximum)
 
     enabled = item.get("enabled") is not False
     litellm_model = text(("litellm", "model"), ("model",))
@@ -118,13 +120,18 @@ def parse_definition(
         problems.append((Reason.INVALID_FIELD, "apiBase must be an http(s) URL"))
     api_key = _api_key(item, namespace, inline_keys_allowed, problems)
     api_version = text(
-        ("apiVersion",), ("api_version",), ("litellm", "apiVersion"), ("litellm", "api_version")
+        ("apiVersion",),
+        ("api_version",),
+        ("litellm", "apiVersion"),
+        ("litellm", "api_version"),
+        required=False,
     )
     provider = text(
         ("customLlmProvider",),
         ("custom_llm_provider",),
         ("litellm", "customLlmProvider"),
         ("litellm", "custom_llm_provider"),
+        required=False,
     )
     tpm = number(MAX_RATE, ("tpm",), ("litellm", "tpm"))
     rpm = number(MAX_RATE, ("rpm",), ("litellm", "rpm"))
@@ -163,6 +170,7 @@ def parse_definition(
             model_type=model_type or ModelType.CHAT,
             context_window=context,
             max_output_tokens=max_output,
+            warnings=optional.warnings,
         ),
         None,
     )
@@ -235,18 +243,24 @@ class ExternalModelsDocument:
             doc = doc["models"]
         if not isinstance(doc, list):
             return cls((), Problem(Reason.INVALID_JSON, 'models.json must be {"models": [...]} or an array'))
+        parsed = [
+            parse_definition(entry, None, inline_keys_allowed=True, namespace=namespace) for entry in doc
+        ]
+        # The last definition of a name wins, as today (A.8); each earlier one is reported, naming it.
+        last = {p.name: index for index, p in enumerate(parsed) if p.name != "?"}
         items: list[ExternalItem] = []
-        seen: set[str] = set()
-        for index, entry in enumerate(doc):
-            parsed = parse_definition(entry, None, inline_keys_allowed=True, namespace=namespace)
-            if parsed.name == "?":
-                parsed = attrs.evolve(parsed, name=f"models.json[{index}]")
-            elif parsed.name in seen:
-                parsed = ExternalItem(
-                    f"{parsed.name} (models.json[{index}])",
-                    None,
-                    Problem(Reason.DUPLICATE_NAME, f"{parsed.name!r} is defined earlier in models.json"),
+        for index, item in enumerate(parsed):
+            if item.name == "?":
+                items.append(attrs.evolve(item, name=f"models.json[{index}]"))
+            elif (winner := last[item.name]) != index:
+                message = f"{item.name!r} is defined again in models.json[{winner}], the definition used"
+                items.append(
+                    ExternalItem(
+                        f"{item.name} (models.json[{index}])",
+                        None,
+                        Problem(Reason.DUPLICATE_NAME, message),
+                    )
                 )
-            seen.add(parsed.name)
-            items.append(parsed)
+            else:
+                items.append(item)
         return cls(tuple(items), None)

@@ -8,19 +8,20 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
-from catalog_core.reasons import Reason
 from catalog_core.sources.common import (
     ACTIVATION_LABEL,
-    COMPUTE_TARGET_ANNOTATION,
     CONTEXT_WINDOW_ANNOTATION,
     ENDPOINT_ANNOTATION,
     ENGINE_ANNOTATION,
     MAX_NUM_SEQS_ANNOTATION,
     MAX_OUTPUT_ANNOTATION,
     RUNTIME_LABEL,
+    FieldWarning,
+    OptionalFields,
     Problem,
+    compute_target,
 )
-from catalog_core.values import COMPUTE_TARGETS, FieldError, compute_target_from_profile, positive_int
+from catalog_core.values import compute_target_from_profile
 
 FREETOKEN = "freetoken"
 
@@ -40,7 +41,8 @@ class FreeTokenRuntime:
     context_window: int | None = None
     max_output_tokens: int | None = None
     max_num_seqs: int | None = None
-    problem: Problem | None = None
+    problem: Problem | None = None  # the runtime cannot be published (its last good route stays)
+    warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> FreeTokenRuntime | None:
@@ -51,19 +53,8 @@ class FreeTokenRuntime:
             return None
         annotations = raw.string_map(obj, "metadata", "annotations")
         ready, why = _ready_gate(obj)
-        problems: list[str] = []
-
-        def limit(value: Any, field: str) -> int | None:
-            parsed = positive_int(value, field)
-            if isinstance(parsed, FieldError):
-                problems.append(parsed.message)
-                return None
-            return parsed
-
-        target = annotations.get(COMPUTE_TARGET_ANNOTATION)
-        if target is not None and target not in COMPUTE_TARGETS:
-            problems.append(f"{COMPUTE_TARGET_ANNOTATION} must be one of {', '.join(COMPUTE_TARGETS)}")
-            target = None
+        fields = OptionalFields()
+        target = compute_target(annotations, fields)
         activation = labels.get(ACTIVATION_LABEL, "").strip() or None
         return cls(
             name=name,
@@ -74,10 +65,12 @@ class FreeTokenRuntime:
             not_ready_because=why,
             engine=(annotations.get(ENGINE_ANNOTATION) or FREETOKEN).strip().lower(),
             compute_target=target or _target_from_resources(obj),
-            context_window=limit(annotations.get(CONTEXT_WINDOW_ANNOTATION), CONTEXT_WINDOW_ANNOTATION),
-            max_output_tokens=limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION),
-            max_num_seqs=limit(annotations.get(MAX_NUM_SEQS_ANNOTATION), MAX_NUM_SEQS_ANNOTATION),
-            problem=Problem(Reason.INVALID_FIELD, "; ".join(problems)) if problems else None,
+            context_window=fields.limit(
+                annotations.get(CONTEXT_WINDOW_ANNOTATION), CONTEXT_WINDOW_ANNOTATION
+            ),
+            max_output_tokens=fields.limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION),
+            max_num_seqs=fields.limit(annotations.get(MAX_NUM_SEQS_ANNOTATION), MAX_NUM_SEQS_ANNOTATION),
+            warnings=fields.warnings,
         )
 
 

@@ -9,18 +9,17 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
-from catalog_core.reasons import Reason
 from catalog_core.sources.common import (
-    COMPUTE_TARGET_ANNOTATION,
     CONTEXT_WINDOW_ANNOTATION,
     ENGINE_ANNOTATION,
     MAX_NUM_SEQS_ANNOTATION,
     MAX_OUTPUT_ANNOTATION,
+    FieldWarning,
+    OptionalFields,
     Problem,
+    compute_target,
 )
 from catalog_core.values import (
-    COMPUTE_TARGETS,
-    FieldError,
     ModelType,
     compute_target_from_profile,
     kubeai_model_type,
@@ -45,7 +44,8 @@ class KubeAIModel:
     context_window: int | None = None
     max_output_tokens: int | None = None
     max_num_seqs: int | None = None
-    problem: Problem | None = None
+    problem: Problem | None = None  # the model cannot be published (its last good route stays)
+    warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> KubeAIModel | None:
@@ -68,32 +68,23 @@ class KubeAIModel:
         args = [a for a in args_raw if isinstance(a, str)] if isinstance(args_raw, list) else []
         ready = isinstance(positive_int(raw.path(obj, "status", "replicas", "ready"), "ready"), int)
 
-        problems: list[str] = []
-
-        def limit(value: Any, field: str) -> int | None:
-            parsed = positive_int(value, field)
-            if isinstance(parsed, FieldError):
-                problems.append(parsed.message)
-                return None
-            return parsed
-
+        fields = OptionalFields()
+        context: int | None = None
         if CONTEXT_WINDOW_ANNOTATION in annotations:
-            context = limit(annotations[CONTEXT_WINDOW_ANNOTATION], CONTEXT_WINDOW_ANNOTATION)
+            context = fields.limit(annotations[CONTEXT_WINDOW_ANNOTATION], CONTEXT_WINDOW_ANNOTATION)
+        if context is None:  # absent or unusable: --max-model-len applies, as today (A.1, A.8)
+            context = fields.limit(_flag_value(args, _FLAG), "--max-model-len")
+        max_output = fields.limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION)
+        if MAX_NUM_SEQS_ANNOTATION in annotations:
+            max_num_seqs = fields.limit(annotations[MAX_NUM_SEQS_ANNOTATION], MAX_NUM_SEQS_ANNOTATION)
         else:
-            context = limit(_flag_value(args, _FLAG), "--max-model-len")
-        max_output = limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION)
-        max_num_seqs = limit(
-            annotations.get(MAX_NUM_SEQS_ANNOTATION) or _flag_value(args, _SEQS), "max-num-seqs"
-        )
+            max_num_seqs = fields.limit(_flag_value(args, _SEQS), "--max-num-seqs")
 
         engine = spec.get("engine")
         if not (isinstance(engine, str) and engine.strip()):
             engine = annotations.get(ENGINE_ANNOTATION)
             engine = engine if isinstance(engine, str) and engine.strip() else "vllm"
-        target = annotations.get(COMPUTE_TARGET_ANNOTATION)
-        if target is not None and target not in COMPUTE_TARGETS:
-            problems.append(f"{COMPUTE_TARGET_ANNOTATION} must be one of {', '.join(COMPUTE_TARGETS)}")
-            target = None
+        target = compute_target(annotations, fields)
         if target is None:
             profile = spec.get("resourceProfile")
             target = compute_target_from_profile(profile if isinstance(profile, str) else "")
@@ -109,7 +100,7 @@ class KubeAIModel:
             context_window=context,
             max_output_tokens=max_output,
             max_num_seqs=max_num_seqs,
-            problem=Problem(Reason.INVALID_FIELD, "; ".join(problems)) if problems else None,
+            warnings=fields.warnings,
         )
 
 

@@ -18,22 +18,19 @@ from catalog_core.values import (
     MESH_OWNER,
     OWNER,
     TRUSTED_OWNERS,
-    FieldError,
     ModelType,
+    features_type,
     logical_name,
     positive_int,
 )
 
 PARAM_KEYS = ("model", "api_base", "order", "api_version", "custom_llm_provider", "tpm", "rpm")
-INFO_KEYS = (
-    "id",
-    "source",
-    "features",
-    "max_input_tokens",
-    "max_output_tokens",
-    "mode",
-    "team_public_model_name",
-)
+# Where a row states its limits, first positive wins (contracts A.8). LiteLLM fills max_input_tokens and
+# max_output_tokens from its own model map, so a known model has limits even when no source gave any.
+# Never max_tokens (C.9): LiteLLM uses it for the output limit of some models.
+CONTEXT_KEYS = ("max_input_tokens", "contextWindow", "context_window", "context_length", "max_context_length")
+OUTPUT_KEYS = ("max_output_tokens", "maxOutputTokens", "max_completion_tokens")
+INFO_KEYS = ("id", "source", "features", "mode", "team_public_model_name", *CONTEXT_KEYS, *OUTPUT_KEYS)
 _INFO_KEYS = frozenset(INFO_KEYS)
 _MODE_TYPES = {
     "embedding": ModelType.EMBEDDING,
@@ -114,7 +111,7 @@ class LiteLLMRow:
         locality = raw.string(scheduler, "locality") if trusted else None
         if locality is None:
             locality = "mesh" if owner == MESH_OWNER else "external"
-        source = info.get("ai_appliance_source") or info.get("source") or owner or "litellm"
+        source = _text(info.get("source")) or _text(info.get("ai_appliance_source")) or "litellm"
         display = info.get("team_public_model_name")
         model = params.get("model")
         api_base = params.get("api_base")
@@ -128,29 +125,45 @@ class LiteLLMRow:
             order=order if isinstance(order, int) and not isinstance(order, bool) else None,
             logical_name=logical.strip(),
             export_only=name.startswith("share/") or info.get("ai_appliance_export_only") is True,
-            model_type=_row_type(info),
+            model_type=_row_type(info, name),
             locality=locality,
             litellm_model=model if isinstance(model, str) else name,
             api_base=api_base if isinstance(api_base, str) else None,
-            context_window=_limit(info.get("max_input_tokens")),
-            max_output_tokens=_limit(info.get("max_output_tokens")),
+            context_window=_first_limit(info, CONTEXT_KEYS),
+            max_output_tokens=_first_limit(info, OUTPUT_KEYS),
             display_name=display if isinstance(display, str) and display.strip() else None,
             source=str(source),
         )
 
 
-def _limit(value: Any) -> int | None:
-    parsed = positive_int(value, "limit")
-    return None if isinstance(parsed, FieldError) else parsed
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
 
 
-def _row_type(info: Mapping[str, Any]) -> ModelType:
+def _first_limit(info: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        parsed = positive_int(info.get(key), key)
+        if isinstance(parsed, int):
+            return parsed
+    return None
+
+
+def _row_type(info: Mapping[str, Any], name: str) -> ModelType:
+    """Contracts A.8: the declared type, else the features (A.1 mapping), else an embedding name, else
+    LiteLLM's mode, else chat."""
     declared = info.get("ai_appliance_type")
     if isinstance(declared, str):
         try:
-            return ModelType(declared.lower())
+            return ModelType(declared.strip().lower())
         except ValueError:
             pass
+    features = info.get("features")
+    if isinstance(features, list):
+        from_features = features_type(tuple(f for f in features if isinstance(f, str)))
+        if from_features is not None:
+            return from_features
+    if "embedding" in name.lower():
+        return ModelType.EMBEDDING
     mode = info.get("mode")
     if isinstance(mode, str) and mode in _MODE_TYPES:
         return _MODE_TYPES[mode]

@@ -83,7 +83,9 @@ def test_rejected_items_warn_but_succeed(example):
     assert "InvalidField: groq-llama" in example.stderr
     routes = {r["name"]: r for r in json.loads(example.stdout)["routes"]}
     assert routes["borrowed-key"]["state"] == "error"
-    assert routes["groq-llama"]["reason"] == "InvalidField"
+    assert routes["groq-llama"]["reason"] == "SecretNotFound"
+    # tpm "lots" is dropped with a warning (contracts A.8); the missing Secret is what withholds it
+    assert [w["field"] for w in routes["groq-llama"]["warnings"]] == ["tpm"]
 
 
 def test_plan_never_touches_rows_the_catalog_does_not_own(example):

@@ -8,7 +8,7 @@ from catalog_core.jsonval import canonical, short_hash
 from tests.core import builders as b
 from tests.core.harness import Cluster
 
-P = "AI_APPLIANCE_MODEL_CATALOG_"
+# Literal key names from contracts A.5 (consumers read them by name); only READY, HASH have MODEL_CATALOG_.
 
 
 def _cluster(**env):
@@ -40,11 +40,11 @@ def test_every_data_key_is_present_and_json_is_formatted():
         "paperclip-opencode-providers.json",
         "paperclip-adapter-models.json",
         "routes.json",
-        f"{P}READY",
-        f"{P}HASH",
-        f"{P}DEFAULT_CHAT_MODEL",
-        f"{P}DEFAULT_OPENCODE_MODEL",
-        f"{P}DEFAULT_EMBEDDING_MODEL",
+        "AI_APPLIANCE_MODEL_CATALOG_READY",
+        "AI_APPLIANCE_MODEL_CATALOG_HASH",
+        "AI_APPLIANCE_DEFAULT_CHAT_MODEL",
+        "AI_APPLIANCE_DEFAULT_OPENCODE_MODEL",
+        "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL",
     }
     for key, value in c.data.items():
         if key.endswith((".json", ".yaml")):
@@ -95,19 +95,24 @@ def test_hash_covers_exactly_the_contract_inputs():
             }
         )
     )
-    assert cat["hash"] == expected == c.data[f"{P}HASH"]
+    assert cat["hash"] == expected == c.data["AI_APPLIANCE_MODEL_CATALOG_HASH"]
     assert c.world.catalog["metadata"]["annotations"]["ai-appliance.io/catalog-hash"] == expected
 
 
 def test_defaults_and_scalars():
     c = _cluster()
     assert c.data["defaults.env"] == (
-        f"{P}READY=true\n{P}HASH={c.catalog()['hash']}\n{P}DEFAULT_CHAT_MODEL=llama\n"
-        f"{P}DEFAULT_OPENCODE_MODEL=litellm/llama\n{P}DEFAULT_EMBEDDING_MODEL=embed\n"
-        f"{P}MODEL_COUNT=5\n{P}CHAT_MODEL_COUNT=2\n{P}EMBEDDING_MODEL_COUNT=1\n"
+        "AI_APPLIANCE_MODEL_CATALOG_READY=true\n"
+        f"AI_APPLIANCE_MODEL_CATALOG_HASH={c.catalog()['hash']}\n"
+        "AI_APPLIANCE_DEFAULT_CHAT_MODEL=llama\n"
+        "AI_APPLIANCE_DEFAULT_OPENCODE_MODEL=litellm/llama\n"
+        "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL=embed\n"
+        "AI_APPLIANCE_MODEL_COUNT=5\n"
+        "AI_APPLIANCE_CHAT_MODEL_COUNT=2\n"
+        "AI_APPLIANCE_EMBEDDING_MODEL_COUNT=1\n"
     )
-    assert c.data[f"{P}READY"] == "true"
-    assert c.data[f"{P}DEFAULT_OPENCODE_MODEL"] == "litellm/llama"
+    assert c.data["AI_APPLIANCE_MODEL_CATALOG_READY"] == "true"
+    assert c.data["AI_APPLIANCE_DEFAULT_OPENCODE_MODEL"] == "litellm/llama"
     configured = _cluster(
         AI_APPLIANCE_DEFAULT_CHAT_MODEL="small", AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL="nope"
     )
@@ -116,7 +121,7 @@ def test_defaults_and_scalars():
     empty = Cluster()
     empty.start()
     assert empty.catalog()["defaultChatModel"] == ""
-    assert empty.data[f"{P}DEFAULT_OPENCODE_MODEL"] == ""
+    assert empty.data["AI_APPLIANCE_DEFAULT_OPENCODE_MODEL"] == ""
 
 
 def test_agent_fragments_hold_chat_models_only_with_their_limits():
@@ -172,7 +177,7 @@ def test_routes_json_changes_never_change_the_hash():
     c = Cluster()
     c.start(b.kubeai_model("llama"), b.kubeai_model("qwen", ready=0))
     before = c.catalog()["hash"]
-    c.apply(b.external_configmap([{"name": "broken", "model": "x", "tpm": "?"}]))
+    c.apply(b.external_configmap([{"name": "broken", "model": "x", "apiBase": "ftp://x"}]))
     assert any(r["name"] == "broken" for r in c.routes())
     assert c.catalog()["hash"] == before
 
@@ -281,3 +286,90 @@ def test_a_catalog_that_outgrows_one_configmap_is_not_written_and_the_last_one_s
     commands = c.apply(b.external_configmap(many[:10]))
     assert any(isinstance(x, WriteCatalog) for x in commands)
     assert len(c.model_ids()) == 10
+
+
+# --- compatibility with today's controller (contracts A.8, issue 11)
+GPT_4O_MINI = {"name": "gpt-4o-mini", "model": "openai/gpt-4o-mini", "apiKey": "sk-x"}
+LITELLM_MODEL_MAP = {"openai/gpt-4o-mini": {"max_input_tokens": 128000, "max_output_tokens": 16384}}
+
+
+def test_limits_litellm_reports_are_published_when_the_source_gives_none():
+    """Item 4: an external openai/gpt-4o-mini with no limits gets LiteLLM's 128000/16384."""
+    c = Cluster()
+    c.world.model_map = dict(LITELLM_MODEL_MAP)
+    c.start(b.external_configmap([GPT_4O_MINI]))
+    entry = c.entry("gpt-4o-mini")
+    assert (entry["contextWindow"], entry["maxOutputTokens"]) == (128000, 16384)
+    opencode = json.loads(c.data["opencode-providers.json"])["litellm"]["models"]["gpt-4o-mini"]
+    assert opencode["limit"] == {"context": 128000, "output": 16384}
+    paperclip = json.loads(c.data["paperclip-opencode-providers.json"])["litellm"]["models"]["gpt-4o-mini"]
+    assert paperclip["limit"] == {"context": 123904, "output": 4096}
+    # the catalog waited for LiteLLM's answer: one write, already with the limits
+    assert len([w for w in c.world.writes if isinstance(w, WriteCatalog)]) == 1
+
+
+def test_a_limit_the_source_gives_wins_over_the_one_litellm_fills_in():
+    c = Cluster()
+    c.world.model_map = dict(LITELLM_MODEL_MAP)
+    c.start(b.external_configmap([GPT_4O_MINI | {"contextWindow": 32000}]))
+    entry = c.entry("gpt-4o-mini")
+    assert (entry["contextWindow"], entry["maxOutputTokens"]) == (32000, 16384)
+
+
+def test_foreign_rows_limits_from_every_key_the_contract_names():
+    c = Cluster()
+    c.start(
+        rows=[
+            b.row("hand", "hand-1", context_length=65536, max_completion_tokens=2048),
+            b.row("other", "other-1", max_context_length=4096, maxOutputTokens=1024, max_tokens=99),
+            b.row("tokens-only", "tok-1", max_tokens=8192),
+        ]
+    )
+    assert (c.entry("hand")["contextWindow"], c.entry("hand")["maxOutputTokens"]) == (65536, 2048)
+    assert (c.entry("other")["contextWindow"], c.entry("other")["maxOutputTokens"]) == (4096, 1024)
+    assert "contextWindow" not in c.entry("tokens-only")  # never max_tokens (C.9)
+
+
+def test_foreign_rows_are_typed_like_today():
+    """Item 7: a foreign row named like an embedding model, or with embedding features, is no chat model;
+    a row without source is "litellm"."""
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama"),
+        rows=[
+            b.row("bge-embedding-m3", "mesh-bge", owner="private-mesh"),
+            b.row("vectors", "hand-vectors", features=["TextEmbedding"]),
+            b.row("ranker", "hand-ranker", mode="rerank"),
+            b.row("chatty", "hand-chatty"),
+        ],
+    )
+    types = {m["id"]: m["type"] for m in c.catalog()["models"]}
+    assert types == {
+        "bge-embedding-m3": "embedding",
+        "vectors": "embedding",
+        "ranker": "rerank",
+        "chatty": "chat",
+        "llama": "chat",
+    }
+    assert set(json.loads(c.data["opencode-providers.json"])["litellm"]["models"]) == {"chatty", "llama"}
+    assert c.entry("bge-embedding-m3")["source"] == "litellm"
+    assert c.entry("chatty")["source"] == "litellm"
+
+
+def test_base_urls_are_published_without_a_trailing_slash():
+    """Item 8: KUBEAI_API_BASE / LITELLM_API_BASE with a trailing / are used without it everywhere."""
+    c = Cluster(
+        KUBEAI_API_BASE="http://kubeai.ai.svc.cluster.local/openai/v1/",
+        LITELLM_API_BASE="http://litellm.ai.svc.cluster.local:4000/v1/",
+    )
+    c.start(b.kubeai_model("llama"))
+    assert c.world.rows["ai-appliance-kubeai-llama"]["litellm_params"]["api_base"] == (
+        "http://kubeai.ai.svc.cluster.local/openai/v1"
+    )
+    assert c.entry("llama")["litellm"]["apiBase"] == "http://kubeai.ai.svc.cluster.local/openai/v1"
+    base = "http://litellm.ai.svc.cluster.local:4000/v1"
+    assert json.loads(c.data["openclaw.json"])["models"]["providers"]["litellm"]["baseUrl"] == base
+    hermes = json.loads(c.data["hermes.yaml"])
+    assert hermes["model"]["base_url"] == hermes["providers"]["litellm"]["base_url"] == base
+    assert json.loads(c.data["opencode-providers.json"])["litellm"]["options"]["baseURL"] == base
+    assert json.loads(c.data["paperclip-opencode-providers.json"])["litellm"]["options"]["baseURL"] == base

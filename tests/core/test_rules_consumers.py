@@ -130,7 +130,7 @@ def test_no_rollout_without_a_hash_change():
     c = Cluster()
     c.start(b.kubeai_model("llama"), b.kubeai_model("qwen", ready=0), *_consumers())
     before = len([x for x in c.world.writes if isinstance(x, RollWorkload | EvictPod)])
-    c.apply(b.external_configmap([{"name": "bad", "model": "x", "rpm": "?"}]))  # routes.json only
+    c.apply(b.external_configmap([{"name": "bad", "model": "x", "apiBase": "ftp://x"}]))  # routes.json only
     c.apply(b.kubeai_model("llama", ready=2))
     after = len([x for x in c.world.writes if isinstance(x, RollWorkload | EvictPod)])
     assert after == before
@@ -169,3 +169,58 @@ def test_rollout_is_level_triggered_after_a_lost_restart():
     assert [(x.name, x.catalog_hash) for x in d.world.writes if isinstance(x, RollWorkload)] == [
         ("openclaw", json.loads(written["data"]["catalog.json"])["hash"])
     ]
+
+
+def _upgrade(previous_data, previous_hash):
+    """A cluster as the previous controller leaves it: its catalog, consumers it restarted by deleting pods
+    (so their pod templates carry no catalog hash), and the same models."""
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama"),
+        b.catalog_configmap(previous_hash, ready=True, data=previous_data),
+        *_consumers(),
+    )
+    return [x for x in c.world.writes if isinstance(x, RollWorkload | EvictPod)]
+
+
+def test_upgrade_rolls_nobody_when_the_catalog_is_unchanged():
+    """Issue 11: consumers the old controller started are rolled only if the catalog they read changes."""
+    first = Cluster()
+    first.start(b.kubeai_model("llama"))
+    same = _upgrade(first.data, first.catalog()["hash"])
+    assert same == []
+
+
+def test_upgrade_rolls_each_consumer_once_when_the_catalog_changed():
+    rolls = _upgrade({"AI_APPLIANCE_MODEL_CATALOG_READY": "true"}, "0123456789abcdef")
+    assert sorted((type(x).__name__, getattr(x, "kind", "Pod"), x.name) for x in rolls) == [
+        ("EvictPod", "Pod", "anything"),
+        ("RollWorkload", "Deployment", "openclaw"),
+        ("RollWorkload", "StatefulSet", "hermes"),
+    ]
+
+
+def test_a_rollout_cut_short_by_a_restart_is_finished_after_it():
+    """The controller wrote its first catalog over today's and stopped before rolling: after the restart the
+    catalog says which one it replaced, so consumers that never got our annotation are still rolled."""
+    first = Cluster()
+    first.start(b.kubeai_model("llama"))
+    written = b.catalog_configmap(first.catalog()["hash"], ready=True, data=first.data)
+    written["metadata"]["annotations"]["ai-appliance.io/previous-catalog-hash"] = "0123456789abcdef"
+    c = Cluster()
+    c.start(b.kubeai_model("llama"), written, *_consumers())
+    rolled = sorted(
+        (type(x).__name__, x.name) for x in c.world.writes if isinstance(x, RollWorkload | EvictPod)
+    )
+    assert rolled == [("EvictPod", "anything"), ("RollWorkload", "hermes"), ("RollWorkload", "openclaw")]
+
+
+def test_a_consumer_started_after_the_catalog_was_written_is_not_rolled():
+    c = Cluster()
+    c.start(b.kubeai_model("llama"))
+    c.apply(b.deployment("openclaw", labels=OPENCLAW))
+    c.apply(b.replicaset("openclaw-abc", "openclaw"))
+    c.apply(b.pod("openclaw-abc-1", labels=OPENCLAW, owner=("ReplicaSet", "openclaw-abc")))
+    assert not [x for x in c.world.writes if isinstance(x, RollWorkload)]
+    c.apply(b.kubeai_model("qwen"))  # the catalog changes: now it is rolled
+    assert [x.name for x in c.world.writes if isinstance(x, RollWorkload)] == ["openclaw"]

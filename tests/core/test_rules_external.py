@@ -70,7 +70,9 @@ def test_invalid_json_keeps_the_last_good_models():
 def test_one_bad_item_does_not_stop_the_others():
     c = Cluster()
     c.start(
-        b.external_configmap([{"name": "a", "model": "x/a", "tpm": "lots"}, {"name": "b", "model": "x/b"}])
+        b.external_configmap(
+            [{"name": "a", "model": "x/a", "apiBase": "ftp://x"}, {"name": "b", "model": "x/b"}]
+        )
     )
     assert c.model_ids() == ["b"]
     assert c.record("a")["reason"] == "InvalidField"
@@ -80,10 +82,59 @@ def test_one_bad_item_does_not_stop_the_others():
 def test_item_problem_keeps_that_items_last_good_route():
     c = Cluster()
     c.start(b.external_configmap([{"name": "a", "model": "x/a", "tpm": 10}]))
-    c.apply(b.external_configmap([{"name": "a", "model": "x/a", "tpm": "ten"}]))
+    c.apply(b.external_configmap([{"name": "a", "model": "x/a", "tpm": 10, "apiBase": "ftp://x"}]))
     assert c.world.rows["ai-appliance-external-a"]["litellm_params"]["tpm"] == 10
     rec = c.record("a")
     assert (rec["state"], rec["reason"], rec["servingLastGood"]) == ("error", "InvalidField", True)
+
+
+def test_an_unusable_optional_field_publishes_the_model_with_a_warning():
+    """Contracts A.8 (issue 11, item 5): contextWindow 0 / "4k" / 8192.5 never withholds a model."""
+    c = Cluster()
+    c.start(
+        b.external_configmap(
+            [
+                {"name": "zero", "model": "x/a", "contextWindow": 0},
+                {"name": "text", "model": "x/b", "contextWindow": "4k", "maxOutputTokens": 512},
+                {"name": "float", "model": "x/c", "contextWindow": 8192.5},
+            ]
+        )
+    )
+    assert c.model_ids() == ["float", "text", "zero"]
+    for name in ("zero", "text", "float"):
+        rec = c.record(name)
+        assert (rec["state"], rec["reason"]) == ("published", "Published")
+        assert [(w["field"], w["reason"]) for w in rec["warnings"]] == [("contextWindow", "InvalidField")]
+        assert "contextWindow" not in c.entry(name)
+        assert "max_input_tokens" not in c.world.rows[f"ai-appliance-external-{name}"]["model_info"]
+    assert c.entry("text")["maxOutputTokens"] == 512
+    warned = sorted(e.message for e in c.world.events if e.reason == "InvalidField")
+    assert len(warned) == 3 and all("contextWindow" in m for m in warned)
+    c.apply(
+        b.external_configmap(
+            [
+                {"name": "zero", "model": "x/a", "contextWindow": 0},
+                {"name": "text", "model": "x/b", "contextWindow": "4k", "maxOutputTokens": 512},
+                {"name": "float", "model": "x/c", "contextWindow": 8192.5},
+            ]
+        )
+    )
+    assert len([e for e in c.world.events if e.reason == "InvalidField"]) == 3  # once, not per edit
+
+
+def test_duplicate_names_last_definition_wins_and_the_earlier_is_a_conflict():
+    """Contracts A.8 (issue 11, item 6): as today's controller, the last definition wins."""
+    c = Cluster()
+    c.start(
+        b.external_configmap(
+            [{"name": "gpt", "model": "openai/first"}, {"name": "gpt", "model": "openai/second"}]
+        )
+    )
+    assert c.world.rows["ai-appliance-external-gpt"]["litellm_params"]["model"] == "openai/second"
+    assert c.record("gpt")["state"] == "published"
+    shadowed = c.record("gpt (models.json[0])")
+    assert (shadowed["state"], shadowed["reason"]) == ("conflict", "DuplicateName")
+    assert "models.json[1]" in shadowed["message"]
 
 
 def test_missing_secret_and_missing_key():

@@ -122,15 +122,27 @@ def test_forbidden_source_keeps_its_last_good_value():
     assert "ai-appliance-kubeai-llama" in c.world.rows
 
 
-def test_invalid_annotation_keeps_the_last_good_route():
+def test_unparsable_annotation_is_dropped_and_max_model_len_applies():
+    """Contracts A.8: the model stays published; the unusable annotation gives way to --max-model-len."""
     c = Cluster()
     c.start(b.kubeai_model("llama", annotations={"ai-appliance.io/context-window": "8192"}))
-    commands = c.apply(b.kubeai_model("llama", annotations={"ai-appliance.io/context-window": "eight"}))
-    assert not any(isinstance(x, DeleteLiteLLMModel | UpdateLiteLLMModel) for x in commands)
+    c.apply(
+        b.kubeai_model(
+            "llama", annotations={"ai-appliance.io/context-window": "eight"}, args=["--max-model-len=4096"]
+        )
+    )
     rec = c.record("llama")
-    assert (rec["state"], rec["reason"], rec.get("servingLastGood")) == ("error", "InvalidField", True)
-    assert c.entry("llama")["contextWindow"] == 8192
+    assert (rec["state"], rec["reason"]) == ("published", "Published")
+    assert rec["warnings"][0]["field"] == "ai-appliance.io/context-window"
+    assert c.entry("llama")["contextWindow"] == 4096
     assert any(e.reason == "InvalidField" and e.involved.kind == "Model" for e in c.world.events)
+
+
+def test_unknown_compute_target_still_publishes():
+    c = Cluster()
+    c.start(b.kubeai_model("llama", annotations={"ai-appliance.io/compute-target": "quantum"}))
+    assert c.record("llama")["state"] == "published"
+    assert c.record("llama")["warnings"][0]["field"] == "ai-appliance.io/compute-target"
 
 
 def test_a_standby_plans_but_never_writes_then_takes_over():

@@ -65,10 +65,23 @@ def test_kubeai_max_tokens_arg_is_not_a_context_source():
     assert m.context_window is None
 
 
-def test_kubeai_absurd_max_model_len_is_a_problem():
+def test_kubeai_absurd_max_model_len_is_dropped_with_a_warning():
     m = KubeAIModel.from_k8s(b.kubeai_model("m", args=["--max-model-len=999999999999"]))
-    assert m.problem is not None
-    assert m.problem.reason is Reason.INVALID_FIELD
+    assert m.problem is None and m.context_window is None
+    assert [(w.field, w.reason) for w in m.warnings] == [("--max-model-len", Reason.INVALID_FIELD)]
+
+
+@pytest.mark.parametrize("bad", ["4k", "0", "8192.5", "-1", ""])
+def test_kubeai_unparsable_context_annotation_falls_back_to_max_model_len(bad):
+    """Contracts A.8: a context annotation that does not parse is dropped; --max-model-len applies."""
+    m = KubeAIModel.from_k8s(
+        b.kubeai_model(
+            "m", annotations={"ai-appliance.io/context-window": bad}, args=["--max-model-len", "20000"]
+        )
+    )
+    assert m.problem is None
+    assert m.context_window == 20000
+    assert [w.field for w in m.warnings] == ["ai-appliance.io/context-window"]
 
 
 def test_kubeai_scheduler_facts():
@@ -78,8 +91,12 @@ def test_kubeai_scheduler_facts():
     assert (m.engine, m.compute_target, m.max_num_seqs) == ("vllm", "nvidia-gpu", 8)
     ann = {"ai-appliance.io/compute-target": "intel-gpu"}
     assert KubeAIModel.from_k8s(b.kubeai_model("m", annotations=ann)).compute_target == "intel-gpu"
-    bad = KubeAIModel.from_k8s(b.kubeai_model("m", annotations={"ai-appliance.io/compute-target": "tpu"}))
-    assert bad.problem is not None
+    bad = KubeAIModel.from_k8s(
+        b.kubeai_model("m", profile="nvidia-gpu-l4:1", annotations={"ai-appliance.io/compute-target": "tpu"})
+    )
+    # an unknown compute target is dropped (the resource profile decides), never a withheld model (A.8)
+    assert bad.problem is None and bad.compute_target == "nvidia-gpu"
+    assert [w.field for w in bad.warnings] == ["ai-appliance.io/compute-target"]
 
 
 def test_kubeai_volatile_replica_counts_do_not_change_the_value():
@@ -182,10 +199,6 @@ def test_external_nested_too_deeply_is_invalid_json_not_an_exception(depth):
         ({"model": "x/y"}, Reason.MISSING_FIELD),
         ({"name": "a"}, Reason.MISSING_FIELD),
         ({"name": "a", "model": 5}, Reason.INVALID_FIELD),
-        ({"name": "a", "model": "x/y", "tpm": "lots"}, Reason.INVALID_FIELD),
-        ({"name": "a", "model": "x/y", "rpm": -1}, Reason.INVALID_FIELD),
-        ({"name": "a", "model": "x/y", "contextWindow": 1.5}, Reason.INVALID_FIELD),
-        ({"name": "a", "model": "x/y", "contextWindow": True}, Reason.INVALID_FIELD),
         ({"name": "a", "model": "x/y", "type": "video"}, Reason.INVALID_FIELD),
         ({"name": "a", "model": "x/y", "apiBase": "ftp://x"}, Reason.INVALID_FIELD),
         ({"name": "a", "model": "x/y", "apiKeySecretRef": "s"}, Reason.INVALID_FIELD),
@@ -199,16 +212,43 @@ def test_external_item_problems(item, reason):
     assert parsed.problem.reason is reason
 
 
+@pytest.mark.parametrize(
+    ("fields", "dropped"),
+    [
+        ({"contextWindow": 0}, "contextWindow"),
+        ({"contextWindow": "4k"}, "contextWindow"),
+        ({"contextWindow": 8192.5}, "contextWindow"),
+        ({"contextWindow": True}, "contextWindow"),
+        ({"maxOutputTokens": 4096.0}, "maxOutputTokens"),
+        ({"max_output_tokens": -1}, "max_output_tokens"),
+        ({"tpm": "lots"}, "tpm"),
+        ({"rpm": -1}, "rpm"),
+        ({"apiVersion": 5}, "apiVersion"),
+    ],
+)
+def test_external_unusable_optional_field_is_dropped_with_a_warning(fields, dropped):
+    """Contracts A.8: the item is published without the field; only required fields make it an error."""
+    (parsed,) = _doc([{"name": "a", "model": "x/y", **fields}]).items
+    assert parsed.problem is None
+    assert parsed.model is not None
+    assert [w.field for w in parsed.model.warnings] == [dropped]
+    assert parsed.model.warnings[0].reason is Reason.INVALID_FIELD
+
+
 def test_external_nulls_mean_absent():
     (parsed,) = _doc([{"name": "a", "model": "x/y", "tpm": None, "contextWindow": None}]).items
     assert parsed.model.tpm is None
     assert parsed.model.context_window is None
 
 
-def test_external_duplicate_names():
-    doc = _doc([{"name": "a", "model": "x/1"}, {"name": "a", "model": "x/2"}])
-    assert doc.items[0].model.litellm_model == "x/1"
-    assert doc.items[1].problem.reason is Reason.DUPLICATE_NAME
+def test_external_duplicate_names_the_last_definition_wins():
+    """Contracts A.8: as today, the last definition wins; each earlier one is reported, naming it."""
+    doc = _doc([{"name": "a", "model": "x/1"}, {"name": "b", "model": "x/b"}, {"name": "a", "model": "x/2"}])
+    winner = next(i for i in doc.items if i.name == "a")
+    assert winner.model.litellm_model == "x/2"
+    (shadowed,) = [i for i in doc.items if i.problem is not None]
+    assert shadowed.problem.reason is Reason.DUPLICATE_NAME
+    assert "models.json[2]" in shadowed.problem.message
 
 
 def test_external_keys_secret_ref_then_inline():

@@ -68,6 +68,29 @@ def kubectl(kubeconfig: Path, *args: str, input_text: str | None = None, check: 
     return out.stdout + out.stderr
 
 
+def served_api_versions(kubeconfig: Path) -> set[str]:
+    return set(kubectl(kubeconfig, "api-versions").split())
+
+
+def deploy_base(kubeconfig: Path, ns: str = "ai", app_ns: str = "ai-system") -> tuple[str, list[str]]:
+    """``deploy/`` as kustomize renders it, moved to ``ns`` / ``app_ns``, minus the objects of API versions
+    this API server does not serve (the test peer is v1.20: policy/v1 PodDisruptionBudgets arrived in
+    1.21); (YAML, skipped objects)."""
+    served = served_api_versions(kubeconfig)
+    docs, skipped = [], []
+    for doc in yaml.safe_load_all(kubectl(kubeconfig, "kustomize", str(DEPLOY))):
+        if not doc:
+            continue
+        if doc["apiVersion"] not in served:
+            skipped.append(f"{doc['apiVersion']}/{doc['kind']}")
+            continue
+        text = json.dumps(doc)
+        text = text.replace('"namespace": "ai-system"', f'"namespace": "{app_ns}"')
+        text = text.replace('"namespace": "ai"', f'"namespace": "{ns}"')
+        docs.append(json.loads(text))
+    return yaml.safe_dump_all(docs), skipped
+
+
 def service_account_kubeconfig(admin_kubeconfig: Path, namespace: str, target: Path) -> Path:
     """A kubeconfig that authenticates as the controller's ServiceAccount (TokenRequest)."""
     request = {

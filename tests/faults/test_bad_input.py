@@ -144,6 +144,21 @@ def _published_with(field: str, value: Any, name: str) -> Callable[[Cluster], An
     return check
 
 
+def _dropped(
+    field: str, name: str, entry_field: str | None = None, source: str = "external"
+) -> Callable[[Cluster], Any]:
+    """Contracts A.8: published without the unusable optional field; routes.json and one Event say so."""
+
+    def check(c: Cluster) -> None:
+        record = c.record(name, source)
+        assert [w["field"] for w in record.get("warnings", [])] == [field], record
+        if entry_field is not None:
+            assert entry_field not in c.entry(name), c.entry(name)
+        assert any(e.reason == "InvalidField" and name in e.message for e in c.world.events)
+
+    return check
+
+
 def _no_order(c: Cluster) -> None:
     body = c.world.rows["ai-appliance-external-order-sneak"]
     assert "order" not in body["litellm_params"]
@@ -225,8 +240,9 @@ CASES = [
         ext({"name": "b", "model": "openai/b", "contextWindow": True}),
         "external",
         "b",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("contextWindow", "b", "contextWindow"),
         before=ext({"name": "b", "model": "openai/b", "contextWindow": 4096}),
     ),
     Case(
@@ -235,8 +251,9 @@ CASES = [
         ext({"name": "f", "model": "openai/f", "contextWindow": 8192.5}),
         "external",
         "f",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("contextWindow", "f", "contextWindow"),
     ),
     Case(
         "float-integral",
@@ -244,8 +261,9 @@ CASES = [
         ext({"name": "fi", "model": "openai/fi", "maxOutputTokens": 4096.0}),
         "external",
         "fi",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("maxOutputTokens", "fi", "maxOutputTokens"),
     ),
     Case(
         "negative-limit",
@@ -253,8 +271,9 @@ CASES = [
         ext({"name": "n", "model": "openai/n", "maxOutputTokens": -1}),
         "external",
         "n",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("maxOutputTokens", "n", "maxOutputTokens"),
         before=ext({"name": "n", "model": "openai/n", "maxOutputTokens": 1024}),
     ),
     Case(
@@ -263,8 +282,9 @@ CASES = [
         ext({"name": "z", "model": "openai/z", "tpm": 0}),
         "external",
         "z",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("tpm", "z", None),
     ),
     Case(
         "string-rate",
@@ -272,8 +292,9 @@ CASES = [
         ext({"name": "r", "model": "openai/r", "rpm": "lots"}),
         "external",
         "r",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("rpm", "r", None),
     ),
     Case(
         "huge-context",
@@ -281,8 +302,9 @@ CASES = [
         ext({"name": "h", "model": "openai/h", "contextWindow": 99999999999}),
         "external",
         "h",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("contextWindow", "h", "contextWindow"),
     ),
     Case(
         "null-limit",
@@ -414,9 +436,10 @@ CASES = [
         "the same name twice in models.json",
         ext({"name": "dup", "model": "openai/a"}, {"name": "dup", "model": "openai/b"}),
         "external",
-        "dup (models.json[2])",
+        "dup (models.json[1])",  # the earlier one: the last definition wins, as today (A.8)
         "conflict",
         "DuplicateName",
+        check=lambda c: c.entry("dup")["litellm"]["model"] == "openai/b" or pytest.fail("not the last"),
     ),
     Case(
         "duplicate-across-sources",
@@ -552,8 +575,9 @@ CASES = [
         kube("wide", args=["--max-model-len=999999999999"]),
         "kubeai",
         "wide",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("--max-model-len", "wide", "contextWindow", "kubeai"),
         before=kube("wide", args=["--max-model-len=8192"]),
     ),
     Case(
@@ -562,8 +586,9 @@ CASES = [
         kube("neg", args=["--max-model-len", "-5"]),
         "kubeai",
         "neg",
-        "error",
-        "InvalidField",
+        "published",
+        "Published",
+        check=_dropped("--max-model-len", "neg", "contextWindow", "kubeai"),
     ),
     Case(
         "ready-as-word",

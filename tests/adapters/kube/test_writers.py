@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -96,8 +97,15 @@ async def test_catalog_is_created_then_replaced_keeping_foreign_metadata(kube_cl
     assert _only(await writer.execute(second)).outcome is Outcome.APPLIED
     cm = await core.read_namespaced_config_map("ai-model-catalog", ns)
     assert cm.data == dict(second.data)  # replaced exactly: the stray key is gone
-    assert cm.metadata.annotations == {FLUX: "IfNotPresent", HASH: "h2"}
-    assert cm.metadata.labels == {"app.kubernetes.io/part-of": "ai"}
+    synced = cm.metadata.annotations.pop("ai-appliance.io/last-sync")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", synced)  # as the previous controller wrote it
+    # the hash it replaced: what consumers started before this write read (rules/rollouts.py)
+    assert cm.metadata.annotations == {
+        FLUX: "IfNotPresent",
+        HASH: "h2",
+        "ai-appliance.io/previous-catalog-hash": "h1",
+    }
+    assert cm.metadata.labels == {"app.kubernetes.io/part-of": "ai", "app": "ai-model-catalog"}
 
 
 class _SecondWriter(KubeApi):
@@ -135,7 +143,13 @@ async def test_catalog_write_conflict_is_read_again_and_retried(kube_client: Any
     assert _only(await CatalogWriter(api).execute(command)).outcome is Outcome.APPLIED
     assert api.puts == 2  # the first update met a conflict, the second one went through
     cm = await core.read_namespaced_config_map("ai-model-catalog", ns)
-    assert cm.metadata.annotations == {FLUX: "IfNotPresent", "other-writer": f"{api.run}-1", HASH: "h3"}
+    ours = {k: v for k, v in cm.metadata.annotations.items() if k != "ai-appliance.io/last-sync"}
+    assert ours == {
+        FLUX: "IfNotPresent",
+        "other-writer": f"{api.run}-1",
+        HASH: "h3",
+        "ai-appliance.io/previous-catalog-hash": "",  # it had no hash: nobody read a catalog of ours
+    }
     assert cm.data == {"catalog.json": "{}\n"}
 
     # A writer that always gets in between: a few attempts, then a short retry for the core.
