@@ -39,26 +39,9 @@ from catalog_core.events import (
     Unavailability,
 )
 from catalog_core.fold import Transition, step
-from catalog_core.redact import (
-    Redacted,
-    redact_activation,
-    redact_configmap,
-    redact_object,
-    redact_secret,
-)
+from catalog_core.redact import redact_for_source
 from catalog_core.simulate import SimulatedWorld
 from catalog_core.state import CatalogState, initial_state
-
-
-def redact_for(source: SourceKind, obj: Mapping[str, Any]) -> Redacted:
-    """What an adapter of ``source`` does to a raw object before it becomes an event."""
-    if source is SourceKind.SECRETS:
-        return redact_secret(obj)
-    if source is SourceKind.EXTERNAL_MODELS:
-        return redact_configmap(obj, "models.json")
-    if source is SourceKind.MODEL_ACTIVATIONS:
-        return redact_activation(obj)
-    return redact_object(obj)
 
 
 class SimulatedShell:
@@ -99,7 +82,7 @@ class SimulatedShell:
         return result
 
     def redact(self, source: SourceKind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        redacted = redact_for(source, obj)
+        redacted = redact_for_source(source, obj)
         self.vault.update(redacted.secrets)
         return redacted.obj
 

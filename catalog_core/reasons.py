@@ -32,7 +32,11 @@ class Reason(StrEnum):
     SECRET_NOT_FOUND = "SecretNotFound"
     SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"
     SECRET_NOT_ALLOWED = "SecretNotAllowed"
+    SECRET_VALUE_INVALID = "SecretValueInvalid"  # empty, or not UTF-8 text
     INLINE_KEY_REJECTED = "InlineKeyRejected"
+    # a value LiteLLM would resolve from its own environment (os.environ/...): never published (C.8)
+    ENV_REFERENCE_REJECTED = "EnvReferenceRejected"
+    NESTED_TOO_DEEPLY = "NestedTooDeeply"  # an object nested deeper than the adapters read
     UNTRUSTED_ENDPOINT = "UntrustedEndpoint"
     LITELLM_REJECTED = "LiteLLMRejected"
     LITELLM_UNAUTHORIZED = "LiteLLMUnauthorized"
@@ -56,7 +60,10 @@ KEEPS_LAST_GOOD: frozenset[Reason] = frozenset(
         Reason.SECRET_NOT_FOUND,
         Reason.SECRET_KEY_NOT_FOUND,
         Reason.SECRET_NOT_ALLOWED,
+        Reason.SECRET_VALUE_INVALID,
         Reason.INLINE_KEY_REJECTED,
+        Reason.ENV_REFERENCE_REJECTED,
+        Reason.NESTED_TOO_DEEPLY,
         Reason.UNTRUSTED_ENDPOINT,
     }
 )

@@ -1,41 +1,99 @@
 """Redaction at the edge of the core: secret values never enter it.
 
-Adapters pass every raw object through ``redact`` before it becomes an event.
-Secret values (Secret data, inline API keys in models.json or a
-ModelActivation) are replaced by a marker ``{"$redacted": "<fingerprint>"}``
-and handed back separately, for the shell's vault. The core decides from
-fingerprints, uids and resourceVersions alone, so the event log can record
-exactly what the core saw and a replay decides identically.
+Adapters pass every raw object through ``redact_for_source`` before it becomes an event. It first trims
+the object to the fields the core reads (``catalog_core.trim``), then replaces every secret value (Secret
+data, any API-key-shaped field anywhere in models.json or a ModelActivation) by a marker
+``{"$redacted": "<fingerprint>"}``; the values are handed back separately, for the shell's vault. The core
+decides from fingerprints, uids and resourceVersions alone, so the event log can record exactly what the
+core saw and a replay decides identically.
 
-The fingerprint is PBKDF2-HMAC-SHA256 (fixed salt, 20,000 rounds, 8 bytes):
-stable across restarts and machines, and too slow to brute-force a short key
-from a leaked log.
+A value the core must refuse is never fingerprinted: its marker names the problem instead (``empty``,
+``undecodable``, ``env-reference``, ``not-a-string``, ``too-long``, ``too-many``, ``refused``), and it is not
+handed to the vault, so it cannot be sent anywhere.
+
+The fingerprint is PBKDF2-HMAC-SHA256 (fixed salt, 20,000 rounds, 8 bytes): stable across restarts and
+machines, and too slow to brute-force a short key from a leaked log. That cost is bounded per object
+(``MAX_INLINE_KEYS``), memoised for short values, and paid off the event loop by the adapters.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import copy
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-REDACTED = "$redacted"
-INVALID_JSON_MARKER = "\u0000model-catalog: invalid JSON: "
+from catalog_core.events import SourceKind
+from catalog_core.trim import MAX_DEPTH, rejection, trim
+from catalog_core.values import is_env_reference
+
+REDACTED: Final = "$redacted"
+INVALID_JSON_MARKER: Final = "\u0000model-catalog: invalid JSON: "
 _SALT = b"model-catalog/secret-fingerprint/v1"
 _ROUNDS = 20_000
+SERVICE_ACCOUNT_TOKEN: Final = "kubernetes.io/service-account-token"
 
-# Annotations that copy an object's content (kubectl's last-applied copy holds Secret data in clear).
-_DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
-INLINE_KEY_FIELDS = ("apiKey", "api_key")
+# The fields the core reads an inline key from (the contract's spelling).
+INLINE_KEY_FIELDS: Final = ("apiKey", "api_key")
+# Redaction is by shape, wherever the field sits: any of these names (case, "-" and "_" ignored) holds a
+# secret, in any models.json shape (an array, {"models": ...}, a bare object, nested arrays).
+_SECRET_FIELDS: Final = frozenset(
+    {
+        "apikey",
+        "key",
+        "password",
+        "secret",
+        "token",
+        "accesstoken",
+        "bearertoken",
+        "authorization",
+        "secretkey",
+        "accesskey",
+        "clientsecret",
+        "awssecretaccesskey",
+        "awssessiontoken",
+    }
+)
+# "key" names a Secret's key inside apiKeySecretRef, not a secret.
+_REFERENCE_FIELDS: Final = frozenset({"apikeysecretref"})
+
+# What a marker says instead of a fingerprint when the value cannot be used (never fingerprinted).
+EMPTY: Final = "empty"
+UNDECODABLE: Final = "undecodable"
+ENV_REFERENCE: Final = "env-reference"
+NOT_A_STRING: Final = "not-a-string"
+TOO_LONG: Final = "too-long"
+TOO_MANY: Final = "too-many"
+REFUSED: Final = "refused"
+INVALID_VALUES: Final = frozenset(
+    {EMPTY, UNDECODABLE, ENV_REFERENCE, NOT_A_STRING, TOO_LONG, TOO_MANY, REFUSED}
+)
+
+MAX_KEY_LENGTH: Final = 16_384  # an API key, token or password is far shorter
+MAX_INLINE_KEYS: Final = 256  # per object: the fingerprint cost of one edit stays bounded (~2 s worst)
+_MEMO_LENGTH: Final = 512  # values up to this long are memoised (bounded: 1,024 entries)
 
 
 def fingerprint(value: str | bytes) -> str:
     raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    if len(raw) <= _MEMO_LENGTH:
+        return _memo_fingerprint(raw)
+    return _fingerprint(raw)
+
+
+@functools.lru_cache(maxsize=1024)
+def _memo_fingerprint(raw: bytes) -> str:
+    # A re-listed Secret or an edit of one entry of models.json re-redacts every key: memoised, the
+    # PBKDF2 cost is paid once per value, not once per event.
+    return _fingerprint(raw)
+
+
+def _fingerprint(raw: bytes) -> str:
     return "fp1:" + hashlib.pbkdf2_hmac("sha256", raw, _SALT, _ROUNDS, dklen=8).hex()
 
 
@@ -44,12 +102,28 @@ def marker(fp: str) -> dict[str, str]:
 
 
 def redacted_fingerprint(value: Any) -> str | None:
-    """The fingerprint if ``value`` is a redaction marker."""
+    """The fingerprint (or the invalid-value word) if ``value`` is a redaction marker."""
     if isinstance(value, Mapping) and len(value) == 1:
         fp = value.get(REDACTED)
         if isinstance(fp, str):
             return fp
     return None
+
+
+def invalid_value(fp: str) -> str | None:
+    """Why the value behind a marker cannot be used (a sentence), or None for a real fingerprint."""
+    return _WHY.get(fp) if fp in INVALID_VALUES else None
+
+
+_WHY: Final = {
+    EMPTY: "is empty",
+    UNDECODABLE: "is not valid base64-encoded UTF-8 text",
+    ENV_REFERENCE: "starts with os.environ/, which LiteLLM would read from its own environment",
+    NOT_A_STRING: "is not a string",
+    TOO_LONG: f"is longer than {MAX_KEY_LENGTH} characters",
+    TOO_MANY: f"is past the first {MAX_INLINE_KEYS} inline keys of the object; use apiKeySecretRef",
+    REFUSED: "belongs to a ServiceAccount token Secret, which is never handed out",
+}
 
 
 @attrs.frozen
@@ -68,90 +142,144 @@ def inline_vault_key(fp: str) -> str:
     return f"inline:{fp}"
 
 
-def _scrub_metadata(obj: dict[str, Any]) -> None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return
-    meta.pop("managedFields", None)
-    annotations = meta.get("annotations")
-    if isinstance(annotations, dict):
-        for name in _DROPPED_ANNOTATIONS:
-            annotations.pop(name, None)
+def classify(value: Any) -> str | None:
+    """The marker word of a value that cannot be used as a key, or None when it can be fingerprinted."""
+    if not isinstance(value, str):
+        return NOT_A_STRING
+    if not value.strip():
+        return EMPTY
+    if is_env_reference(value):
+        return ENV_REFERENCE
+    if len(value) > MAX_KEY_LENGTH:
+        return TOO_LONG
+    return None
+
+
+class _Budget:
+    """How many values one object may still have fingerprinted."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self) -> bool:
+        self.left -= 1
+        return self.left >= 0
+
+
+def _seal(value: Any, budget: _Budget) -> tuple[dict[str, str], str | None]:
+    """(marker, value to keep in the vault or None)."""
+    problem = classify(value)
+    if problem is not None:
+        return marker(problem), None
+    if not budget.take():
+        return marker(TOO_MANY), None
+    fp = fingerprint(value)
+    return marker(fp), value
 
 
 def redact_secret(obj: Mapping[str, Any]) -> Redacted:
     """Secret data values become fingerprints; annotations are dropped entirely."""
-    out = {k: copy.deepcopy(v) for k, v in obj.items() if k not in ("data", "stringData")}
-    _scrub_metadata(out)
-    meta = out.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("annotations", None)
-    ns = meta.get("namespace", "") if isinstance(meta, dict) else ""
-    name = meta.get("name", "") if isinstance(meta, dict) else ""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    out_meta = {
+        k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "resourceVersion", "labels")
+    }
+    out: dict[str, Any] = {k: v for k, v in obj.items() if k in ("apiVersion", "kind", "type")}
+    out["metadata"] = out_meta
+    ns, name = str(out_meta.get("namespace", "")), str(out_meta.get("name", ""))
+    refused = obj.get("type") == SERVICE_ACCOUNT_TOKEN
     secrets: dict[str, str] = {}
     data: dict[str, Any] = {}
-    for key, value in dict(obj.get("data") or {}).items():
+    budget = _Budget(MAX_INLINE_KEYS)
+    raw_data = obj.get("data")
+    for key, value in raw_data.items() if isinstance(raw_data, Mapping) else ():
         if not isinstance(key, str):
             continue
-        text = _decode_b64(value)
-        if text is None:
-            data[key] = {REDACTED: "undecodable"}
+        if redacted_fingerprint(value) is not None:
+            data[key] = dict(value)  # already redacted (the event log's guard re-checks)
             continue
-        data[key] = marker(fingerprint(text))
-        secrets[secret_vault_key(str(ns), str(name), key)] = text
-    for key, value in dict(obj.get("stringData") or {}).items():
-        if isinstance(key, str) and isinstance(value, str):
-            data[key] = marker(fingerprint(value))
-            secrets[secret_vault_key(str(ns), str(name), key)] = value
+        data[key] = _secret_value(
+            _decode_b64(value), refused, budget, secrets, secret_vault_key(ns, name, key)
+        )
+    string_data = obj.get("stringData")
+    for key, value in string_data.items() if isinstance(string_data, Mapping) else ():
+        if isinstance(key, str):
+            data[key] = _secret_value(value, refused, budget, secrets, secret_vault_key(ns, name, key))
     out["data"] = data
     return Redacted(out, secrets)
 
 
-def _decode_b64(value: Any) -> str | None:
+def _secret_value(
+    text: Any, refused: bool, budget: _Budget, secrets: dict[str, str], vault_key: str
+) -> dict[str, str]:
+    if refused:
+        return marker(REFUSED)
+    if text is _UNDECODABLE:
+        return marker(UNDECODABLE)
+    sealed, value = _seal(text, budget)
+    if value is not None:
+        secrets[vault_key] = value
+    return sealed
+
+
+_UNDECODABLE: Final = object()
+
+
+def _decode_b64(value: Any) -> Any:
     if not isinstance(value, str):
-        return None
+        return _UNDECODABLE
     try:
         return base64.b64decode(value, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
+        return _UNDECODABLE
 
 
-def _redact_inline_keys(item: Any, secrets: dict[str, str]) -> Any:
-    """In one external model definition, replace inline API keys (top level and under ``litellm``)."""
-    if not isinstance(item, dict):
-        return item
-    out = dict(item)
-    for field in INLINE_KEY_FIELDS:
-        if field in out and out[field] is not None and redacted_fingerprint(out[field]) is None:
-            out[field] = _redact_value(out[field], secrets)
-    nested = out.get("litellm")
-    if isinstance(nested, dict):
-        nested = dict(nested)
-        for field in INLINE_KEY_FIELDS:
-            if field in nested and nested[field] is not None and redacted_fingerprint(nested[field]) is None:
-                nested[field] = _redact_value(nested[field], secrets)
-        out["litellm"] = nested
-    return out
+def _norm(key: str) -> str:
+    return key.lower().replace("-", "").replace("_", "")
 
 
-def _redact_value(value: Any, secrets: dict[str, str]) -> Any:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    fp = fingerprint(text)
-    if isinstance(value, str):
-        secrets[inline_vault_key(fp)] = value
-    return marker(fp)
+def _redact_tree(value: Any, secrets: dict[str, str] | None, budget: _Budget, depth: int = 0) -> Any:
+    """A copy of a JSON value with every secret-shaped field sealed, wherever it sits.
+
+    ``secrets`` collects inline values for the vault (None: values are dropped, as for activations).
+    """
+    if depth > MAX_DEPTH:
+        raise RecursionError  # callers turn this into a rejection of the object
+    if isinstance(value, Mapping):
+        return {key: _field(key, item, secrets, budget, depth) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_tree(item, secrets, budget, depth + 1) for item in value]
+    return value
+
+
+def _field(key: Any, item: Any, secrets: dict[str, str] | None, budget: _Budget, depth: int) -> Any:
+    norm = _norm(key) if isinstance(key, str) else ""
+    if norm in _SECRET_FIELDS and item is not None and redacted_fingerprint(item) is None:
+        sealed, kept = _seal(item, budget)
+        if kept is not None and secrets is not None:
+            secrets[inline_vault_key(sealed[REDACTED])] = kept
+        return sealed
+    if norm in _REFERENCE_FIELDS and isinstance(item, Mapping):
+        # apiKeySecretRef.key names a key of the Secret: it is not a secret itself
+        return {
+            k: v if k == "key" and isinstance(v, str) else _field(k, v, secrets, budget, depth + 1)
+            for k, v in item.items()
+        }
+    return _redact_tree(item, secrets, budget, depth + 1)
 
 
 def redact_models_json(text: str) -> tuple[str, dict[str, str]]:
-    """models.json with inline keys replaced; unparsable text becomes a marker carrying only the error."""
+    """models.json with every inline key sealed; unparsable text becomes a marker carrying only the error."""
+    if text.startswith(INVALID_JSON_MARKER):
+        return text, {}  # already redacted
     secrets: dict[str, str] = {}
     doc, error = load_json_text(text)
     if error is not None:
         return INVALID_JSON_MARKER + error, {}
-    if isinstance(doc, list):
-        doc = [_redact_inline_keys(item, secrets) for item in doc]
-    elif isinstance(doc, dict) and isinstance(doc.get("models"), list):
-        doc = {**doc, "models": [_redact_inline_keys(item, secrets) for item in doc["models"]]}
+    try:
+        doc = _redact_tree(doc, secrets, _Budget(MAX_INLINE_KEYS))
+    except RecursionError:
+        return INVALID_JSON_MARKER + f"nested more than {MAX_DEPTH} levels deep", {}
     return json.dumps(doc, sort_keys=True, separators=(",", ":")), secrets
 
 
@@ -172,45 +300,57 @@ def _json_error(exc: ValueError | RecursionError) -> str:
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
     if isinstance(exc, RecursionError):
         return "nested too deeply"
+    if "digits" in str(exc):
+        return "an integer has too many digits"  # Python's int() limit (4,300 digits)
     return "not valid UTF-8 JSON"
 
 
-def redact_configmap(obj: Mapping[str, Any], models_key: str | None = None) -> Redacted:
-    """A ConfigMap; when ``models_key`` is given, that data key is read as models.json."""
-    out = copy.deepcopy(dict(obj))
-    _scrub_metadata(out)
-    secrets: dict[str, str] = {}
+def _external_models(obj: Mapping[str, Any]) -> Redacted:
+    out = dict(obj)
     data = out.get("data")
-    if models_key and isinstance(data, dict) and isinstance(data.get(models_key), str):
-        data[models_key], secrets = redact_models_json(data[models_key])
-    return Redacted(out, secrets)
+    if isinstance(data, Mapping) and isinstance(data.get("models.json"), str):
+        text, secrets = redact_models_json(data["models.json"])
+        out["data"] = {**data, "models.json": text}
+        return Redacted(out, secrets)
+    return Redacted(out, {})
+
+
+def _activation(obj: Mapping[str, Any]) -> Redacted:
+    """Every secret-shaped field of spec is sealed; the core rejects inline keys, so no value is kept."""
+    out = dict(obj)
+    spec = out.get("spec")
+    if isinstance(spec, Mapping):
+        try:
+            out["spec"] = _redact_tree(spec, None, _Budget(MAX_INLINE_KEYS))
+        except RecursionError:
+            out.pop("spec")
+    return Redacted(out, {})
+
+
+def redact_for_source(source: SourceKind | str, obj: Mapping[str, Any]) -> Redacted:
+    """What every adapter applies to an object of ``source`` before it becomes an event: trimmed to the
+    fields the core reads, secret values sealed. Idempotent: the event log's guard re-applies it."""
+    kind = SourceKind(source)
+    if rejection(obj) is not None:
+        return Redacted(dict(obj), {})
+    trimmed = trim(kind, obj)
+    if rejection(trimmed) is not None:
+        return Redacted(trimmed, {})
+    if kind is SourceKind.SECRETS:
+        return redact_secret(trimmed)
+    if kind is SourceKind.EXTERNAL_MODELS:
+        return _external_models(trimmed)
+    if kind is SourceKind.MODEL_ACTIVATIONS:
+        return _activation(trimmed)
+    return Redacted(trimmed, {})
+
+
+# Names kept for the adapters and tests that redact one kind directly.
+def redact_configmap(obj: Mapping[str, Any], models_key: str | None = None) -> Redacted:
+    """A ConfigMap; with ``models_key`` it is the external models ConfigMap."""
+    source = SourceKind.EXTERNAL_MODELS if models_key else SourceKind.CATALOG_CONFIGMAP
+    return redact_for_source(source, obj)
 
 
 def redact_activation(obj: Mapping[str, Any]) -> Redacted:
-    """A ModelActivation: inline keys in spec.external are replaced (the core rejects them)."""
-    out = copy.deepcopy(dict(obj))
-    _scrub_metadata(out)
-    secrets: dict[str, str] = {}
-    spec = out.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("external"), dict):
-        spec["external"] = _redact_inline_keys(spec["external"], secrets)
-    # The core rejects inline keys in activations; their values are not kept anywhere.
-    return Redacted(out, {})
-
-
-def redact_object(obj: Mapping[str, Any]) -> Redacted:
-    """Any other object: only the metadata that copies content is dropped."""
-    out = copy.deepcopy(dict(obj))
-    _scrub_metadata(out)
-    return Redacted(out, {})
-
-
-def redact_for_source(source: str, obj: Mapping[str, Any]) -> Redacted:
-    """The redaction every adapter applies to an object of ``source`` (a ``SourceKind`` value)."""
-    if source == "secrets":
-        return redact_secret(obj)
-    if source == "external-models":
-        return redact_configmap(obj, "models.json")
-    if source == "model-activations":
-        return redact_activation(obj)
-    return redact_object(obj)
+    return redact_for_source(SourceKind.MODEL_ACTIVATIONS, obj)

@@ -38,6 +38,7 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.fold import step
+from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.sources.litellm_row import whitelist_row
 from catalog_core.state import CatalogState
@@ -134,7 +135,12 @@ class SimulatedWorld:
                 "data": dict(command.data),
             }
             self.writes.append(command)
-            return [done, ObjectUpserted(SourceKind.CATALOG_CONFIGMAP, self.catalog)]
+            return [
+                done,
+                ObjectUpserted(
+                    SourceKind.CATALOG_CONFIGMAP, _seen(SourceKind.CATALOG_CONFIGMAP, self.catalog)
+                ),
+            ]
         if isinstance(command, PatchAgentTemplate):
             template = self.templates.get(command.name)
             if template is None:
@@ -143,7 +149,13 @@ class SimulatedWorld:
             patch.pop("metadata", None)
             self.templates[command.name] = apply_merge_patch(template, patch)
             self.writes.append(command)
-            return [done, ObjectUpserted(SourceKind.AGENT_TEMPLATES, self.templates[command.name])]
+            return [
+                done,
+                ObjectUpserted(
+                    SourceKind.AGENT_TEMPLATES,
+                    _seen(SourceKind.AGENT_TEMPLATES, self.templates[command.name]),
+                ),
+            ]
         if isinstance(command, RollWorkload):
             key = f"{command.kind}/{command.name}"
             workload = self.workloads.get(key)
@@ -165,7 +177,7 @@ class SimulatedWorld:
             source = {"Deployment": SourceKind.DEPLOYMENTS, "StatefulSet": SourceKind.STATEFULSETS}.get(
                 command.kind, SourceKind.DAEMONSETS
             )
-            return [done, ObjectUpserted(source, self.workloads[key])]
+            return [done, ObjectUpserted(source, _seen(source, self.workloads[key]))]
         if isinstance(command, EvictPod):
             self.evicted.append(command.name)
             self.writes.append(command)
@@ -250,3 +262,8 @@ def settling_probe_at(state: CatalogState) -> float | None:
         if not h.healthy and 0 < h.failures < FAILURES_TO_WITHDRAW and h.probing_since is None
     ]
     return min(due) if due else None
+
+
+def _seen(source: SourceKind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What a watch of ``source`` delivers of ``obj``: the adapters' redaction, as in the real shell."""
+    return redact_for_source(source, obj).obj

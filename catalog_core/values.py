@@ -18,6 +18,15 @@ ALIAS_PREFIXES = ("local/", "share/", "mesh/")
 MAX_TOKENS = 16_777_216
 # tpm / rpm are rates, not token counts; still bounded so a typo cannot pass silently.
 MAX_RATE = 1_000_000_000
+# Names become LiteLLM model names, catalog ids and defaults.env values: one 100 KB name must not make the
+# catalog too large for everyone, so a longer one rejects its own item.
+MAX_NAME_LENGTH = 512
+# LiteLLM resolves a string of a DB model's litellm_params that starts with this from its own environment
+# (ProxyConfig._resolve_db_litellm_param): input must never be able to make it read its master key.
+ENV_REFERENCE_PREFIX = "os.environ/"
+# C0 and C1 controls, DEL and the Unicode line and paragraph separators: nothing a single-line value
+# (defaults.env, a ConfigMap key's value, a log line, a terminal) may hold.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class ModelType(StrEnum):
@@ -83,6 +92,40 @@ def positive_int(value: Any, field: str, maximum: int = MAX_TOKENS) -> int | Fie
     if value > maximum:
         return FieldError(f"{field} is out of range (1..{maximum}), got {value}")
     return int(value)
+
+
+def text_problem(value: str) -> str | None:
+    """Why a string from input cannot be published as it is, or None.
+
+    A lone surrogate (``"\\ud800"`` in JSON) is not a Unicode scalar value: it cannot be encoded, so it
+    would stop the write of the catalog; a control character would add lines to defaults.env.
+    """
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "is not valid Unicode text (it holds a lone surrogate)"
+    if _CONTROL.search(value):
+        return "must be printable text on one line (it holds a control character)"
+    return None
+
+
+def name_problem(value: str) -> str | None:
+    """``text_problem``, and a bound on the length of a name."""
+    problem = text_problem(value)
+    if problem is None and len(value) > MAX_NAME_LENGTH:
+        return f"is longer than {MAX_NAME_LENGTH} characters"
+    return problem
+
+
+def is_env_reference(value: str) -> bool:
+    """Whether LiteLLM would read ``value`` from its own environment (case-insensitive, trimmed)."""
+    return value.strip()[: len(ENV_REFERENCE_PREFIX)].lower() == ENV_REFERENCE_PREFIX
+
+
+def shown(value: str) -> str:
+    """A string from input, safe to quote in a message: escaped where it is not printable, and short."""
+    return _show(value)
 
 
 def _show(value: str) -> str:

@@ -16,11 +16,12 @@ an error: the core keeps the last good content.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Protocol
 
 import anyio
+import anyio.to_thread
 import attrs
 from anyio.abc import ObjectSendStream
 
@@ -46,33 +47,29 @@ from catalog_core.events import (
     SourceUnavailable,
     Unavailability,
 )
-from catalog_core.redact import (
-    Redacted,
-    redact_activation,
-    redact_configmap,
-    redact_object,
-    redact_secret,
-)
+from catalog_core.redact import Redacted, redact_for_source
 from contracts.kinds import FREETOKEN_SELECTOR, RESOURCES, Resource, namespace_for
 
 log = logging.getLogger("model_catalog.kube.watch")
 
-MODELS_JSON_KEY = "models.json"
+# Sources whose objects may hold secret values: redacting them fingerprints (PBKDF2), which runs in a
+# worker thread so a large models.json or many keys never stall the loop (the Lease renews from it).
+SECRET_HOLDING: frozenset[SourceKind] = frozenset(
+    {SourceKind.SECRETS, SourceKind.EXTERNAL_MODELS, SourceKind.MODEL_ACTIVATIONS}
+)
 
 
-def _redact_external(obj: Mapping[str, Any]) -> Redacted:
-    return redact_configmap(obj, MODELS_JSON_KEY)
+async def redact(source: SourceKind, obj: Mapping[str, Any]) -> Redacted:
+    """``redact_for_source``, off the event loop when the source holds secrets."""
+    if source in SECRET_HOLDING:
+        return await anyio.to_thread.run_sync(redact_for_source, source, obj)
+    return redact_for_source(source, obj)
 
 
-REDACTORS: dict[SourceKind, Callable[[Mapping[str, Any]], Redacted]] = {
-    SourceKind.SECRETS: redact_secret,
-    SourceKind.EXTERNAL_MODELS: _redact_external,
-    SourceKind.MODEL_ACTIVATIONS: redact_activation,
-}
-
-
-def redactor(source: SourceKind) -> Callable[[Mapping[str, Any]], Redacted]:
-    return REDACTORS.get(source, redact_object)
+async def redact_all(source: SourceKind, objects: Sequence[Mapping[str, Any]]) -> tuple[Redacted, ...]:
+    if source in SECRET_HOLDING:
+        return await anyio.to_thread.run_sync(lambda: tuple(redact_for_source(source, o) for o in objects))
+    return tuple(redact_for_source(source, o) for o in objects)
 
 
 @attrs.frozen
@@ -204,7 +201,6 @@ class WatchSource:
         self.settings = settings or KubeSettings()
         self.stats = stats or KubeStats()
         self.name = name or f"kube/{spec.source.value}"
-        self._redact = redactor(spec.source)
         self._reported: Unavailability | None = None  # what the sink was last told, None = listed
         self._health = "starting"  # for one log line per transition
         self._failures = 0
@@ -236,7 +232,7 @@ class WatchSource:
         self.stats.inc(RELISTS_TOTAL, source=self.spec.source.value)
         self._list_backoff.reset()
         self._failures = 0
-        await sink.listed(tuple(self._redact(obj) for obj in listing.objects))
+        await sink.listed(await redact_all(self.spec.source, listing.objects))
         self._reported = None
         try:
             await self._watch(sink, listing.resource_version)
@@ -303,7 +299,7 @@ class WatchSource:
         if kind == "BOOKMARK":
             return new_rv
         if kind in ("ADDED", "MODIFIED", "DELETED"):
-            await sink.changed(self._redact(obj), kind == "DELETED")
+            await sink.changed(await redact(self.spec.source, obj), kind == "DELETED")
         return new_rv
 
     async def _list_failed(self, sink: WatchSink, err: KubeError) -> float:

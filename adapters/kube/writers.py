@@ -34,7 +34,7 @@ from catalog_core.commands import (
     WriteCatalog,
 )
 from catalog_core.events import CommandCompleted, Event, ObjectUpserted, Outcome, SourceKind
-from catalog_core.redact import redact_object
+from catalog_core.redact import redact_for_source
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, PREVIOUS_HASH_ANNOTATION
 from contracts.kinds import RESOURCES, Resource
 
@@ -174,7 +174,9 @@ class CatalogWriter:
             written.setdefault("kind", "ConfigMap")
             return [
                 self.outcomes.applied(command),
-                ObjectUpserted(SourceKind.CATALOG_CONFIGMAP, redact_object(written).obj),
+                ObjectUpserted(
+                    SourceKind.CATALOG_CONFIGMAP, redact_for_source(SourceKind.CATALOG_CONFIGMAP, written).obj
+                ),
             ]
         raise AssertionError("unreachable")  # the loop returns on its last attempt
 
@@ -254,7 +256,9 @@ class AgentTemplatePatcher:
             ]
         return [
             self.outcomes.applied(command),
-            ObjectUpserted(SourceKind.AGENT_TEMPLATES, redact_object(patched).obj),
+            ObjectUpserted(
+                SourceKind.AGENT_TEMPLATES, redact_for_source(SourceKind.AGENT_TEMPLATES, patched).obj
+            ),
         ]
 
 
@@ -299,7 +303,10 @@ class WorkloadRoller:
             ]
         patched.setdefault("apiVersion", resource.api_version)
         patched.setdefault("kind", resource.kind)
-        return [self.outcomes.applied(command), ObjectUpserted(source, redact_object(patched).obj)]
+        return [
+            self.outcomes.applied(command),
+            ObjectUpserted(source, redact_for_source(source, patched).obj),
+        ]
 
 
 class PodEvictor:

@@ -49,14 +49,12 @@ class Cluster:
                 grouped[source].append(self._redacted(source, obj))
         for s in grouped.pop(SourceKind.SECRETS):
             self.world.secrets[s["metadata"]["name"]] = s
-        for t in grouped[SourceKind.AGENT_TEMPLATES]:
-            self.world.templates[t["metadata"]["name"]] = t
-        for source, kind in (
-            (SourceKind.DEPLOYMENTS, "Deployment"),
-            (SourceKind.STATEFULSETS, "StatefulSet"),
-        ):
-            for w in grouped[source]:
-                self.world.workloads[f"{kind}/{w['metadata']['name']}"] = w
+        for obj in objs:  # the world holds whole objects; events carry what the adapters keep of them
+            sources = sources_of(obj, self.config)
+            if SourceKind.AGENT_TEMPLATES in sources:
+                self.world.templates[obj["metadata"]["name"]] = obj
+            if SourceKind.DEPLOYMENTS in sources or SourceKind.STATEFULSETS in sources:
+                self.world.workloads[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
         for r in rows or []:
             self.world.rows[r["model_info"]["id"]] = r
         events: list[Event] = [SourceListed(s, tuple(objs_)) for s, objs_ in grouped.items()]
@@ -72,9 +70,9 @@ class Cluster:
             if source is SourceKind.SECRETS:
                 self.world.secrets[name] = red
             elif source is SourceKind.AGENT_TEMPLATES:
-                self.world.templates[name] = red
+                self.world.templates[name] = obj
             elif source in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS):
-                self.world.workloads[f"{red['kind']}/{name}"] = red
+                self.world.workloads[f"{obj['kind']}/{name}"] = obj
             events.append(ObjectUpserted(source, red))
         return events
 
