@@ -201,6 +201,7 @@ def _recorder(settings: ServiceSettings) -> Recorder | None:
             max_files=settings.event_log_files,
             snapshot_every=settings.event_log_snapshot_every,
             ring_size=settings.event_log_ring,
+            ring_bytes=settings.event_log_ring_bytes,
         ),
         settings.catalog,
     )

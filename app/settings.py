@@ -48,6 +48,7 @@ class ServiceSettings:
     event_log_path: str = ""
     event_log_max_bytes: int = 4 * 1024 * 1024
     event_log_ring: int = 1000
+    event_log_ring_bytes: int = 8 * 1024 * 1024
     event_log_files: int = 4
     event_log_snapshot_every: int = 10_000
     shutdown_grace_seconds: float = 10.0
@@ -153,6 +154,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
             number("CATALOG_EVENT_LOG_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, integer=True)
         ),
         event_log_ring=int(number("CATALOG_EVENT_LOG_RING", 1000, 0, integer=True)),
+        event_log_ring_bytes=int(
+            number("CATALOG_EVENT_LOG_RING_BYTES", 8 * 1024 * 1024, 64 * 1024, integer=True)
+        ),
         event_log_files=int(number("CATALOG_EVENT_LOG_FILES", 4, 1, integer=True)),
         event_log_snapshot_every=int(number("CATALOG_EVENT_LOG_SNAPSHOT_EVERY", 10_000, 1, integer=True)),
         shutdown_grace_seconds=number("CATALOG_SHUTDOWN_GRACE_SECONDS", 10.0, 0.0),
