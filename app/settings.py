@@ -56,6 +56,7 @@ class ServiceSettings:
     kubeconfig: str = ""
     otlp_endpoint: str = ""
     log_level: str = "INFO"
+    debug_token: Secret | None = None  # CATALOG_DEBUG_TOKEN: lets non-loopback clients read /debug/eventlog
 
 
 _BOOL = {
@@ -68,6 +69,7 @@ _BOOL = {
     "no": False,
     "off": False,
 }
+MIN_DEBUG_TOKEN_LEN = 16
 _RESOLVE = re.compile(r"^([^\s:=]+:\d+)=([^\s:=]+:\d+)$")
 
 
@@ -128,6 +130,13 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
                 "CATALOG_LEASE_RENEW_DEADLINE_SECONDS", "needs retry period < renew deadline < lease duration"
             )
         )
+    debug_token = merged.get("CATALOG_DEBUG_TOKEN", "").strip()
+    if debug_token and len(debug_token) < MIN_DEBUG_TOKEN_LEN:
+        # The value itself is never quoted.
+        problems.append(
+            ConfigError("CATALOG_DEBUG_TOKEN", f"must be at least {MIN_DEBUG_TOKEN_LEN} characters long")
+        )
+        debug_token = ""
     level = text("LOG_LEVEL", "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         problems.append(ConfigError("LOG_LEVEL", f"must be DEBUG, INFO, WARNING or ERROR, got {level!r}"))
@@ -164,6 +173,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         kubeconfig=text("KUBECONFIG", ""),
         otlp_endpoint=text("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
         log_level=level,
+        debug_token=Secret(debug_token) if debug_token else None,
     )
     if problems:
         return problems[0]
