@@ -3,6 +3,9 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 py := ".venv/bin/python"
 
+# The controller image's base; `just image` pins it by digest (see Containerfile).
+python_image := "docker.io/library/python:3.11-slim"
+
 # Create .venv and install the project with its development tools.
 setup:
     python3 -m venv .venv
@@ -31,3 +34,21 @@ render-example:
 # Fault injection, full profile (30 s holds, 40 kill rounds, real LiteLLM down 60 s); writes the results and README table.
 faults *ARGS:
     status=0; MODEL_CATALOG_FAULTS=full MODEL_CATALOG_FAULT_RESULTS=tests/faults/results/faults.json {{py}} -m pytest tests/faults --timeout=2400 {{ARGS}} || status=$?; {{py}} -m tests.faults.report; exit $status
+
+# Regenerate requirements.lock from PyPI alone (runtime deps + build backend, each with its sha256; ARGS e.g. --upgrade).
+lock *ARGS:
+    env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null \
+        CUSTOM_COMPILE_COMMAND="just lock" .venv/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+        --build-deps-for=wheel --strip-extras --no-emit-index-url --no-emit-find-links \
+        --index-url=https://pypi.org/simple --output-file=requirements.lock {{ARGS}} pyproject.toml
+
+# The image, on python_image pinned by digest: PYTHON_DIGEST, else the registry's digest now (skopeo or docker buildx).
+image tag="ghcr.io/magicstick/ai-model-catalog:0.1.0" engine=env("CONTAINER_ENGINE", "podman"):
+    digest="${PYTHON_DIGEST:-}"; \
+    if [ -z "$digest" ] && command -v skopeo >/dev/null; then \
+        digest="$(skopeo inspect --format '{{{{.Digest}}' docker://{{python_image}})"; \
+    elif [ -z "$digest" ]; then \
+        digest="$(docker buildx imagetools inspect {{python_image}} --format '{{{{json .Manifest}}' | {{py}} -c 'import json, sys; print(json.load(sys.stdin)["digest"])')"; \
+    fi; \
+    [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || { echo "no digest for {{python_image}}: '$digest'" >&2; exit 1; }; \
+    {{engine}} build --build-arg PYTHON_IMAGE={{python_image}}@$digest -t {{tag}} -f Containerfile .

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES
 from app import explain, replay
 from app.inputs import InputError, read_model_info, read_objects
 from app.render import render
@@ -143,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
         "report the first difference with both versions",
     )
     replay_cmd.add_argument("--json", action="store_true", help="print the commands as JSON Lines")
+    _max_line_bytes(replay_cmd)
     replay_cmd.set_defaults(func=_replay)
 
     explain_cmd = commands.add_parser(
@@ -157,8 +159,25 @@ def parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument("model", metavar="MODEL", help="a model name or logical name")
     explain_cmd.add_argument("--until", type=_seq, metavar="SEQ", help="stop after the record with this seq")
     explain_cmd.add_argument("--json", action="store_true", help="print the story as JSON Lines")
+    _max_line_bytes(explain_cmd)
     explain_cmd.set_defaults(func=_explain)
     return top
+
+
+def _max_line_bytes(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--max-line-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"refuse (exit 2) a line longer than N bytes, newline included ({DEFAULT_MAX_LINE_BYTES})",
+    )
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
 
 
 def _seq(text: str) -> int:
@@ -169,12 +188,19 @@ def _seq(text: str) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     return replay.run(
-        args.log, until=args.until, from_snapshot=args.from_snapshot, verify=args.verify, as_json=args.json
+        args.log,
+        until=args.until,
+        from_snapshot=args.from_snapshot,
+        verify=args.verify,
+        as_json=args.json,
+        max_line_bytes=args.max_line_bytes,
     )
 
 
 def _explain(args: argparse.Namespace) -> int:
-    return explain.run(args.log, args.model, until=args.until, as_json=args.json)
+    return explain.run(
+        args.log, args.model, until=args.until, as_json=args.json, max_line_bytes=args.max_line_bytes
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import attrs
 
-from adapters.eventlog.reader import LogReadError
+from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogReadError
 from app.replay import (
     EXIT_OK,
     EXIT_UNREADABLE,
@@ -400,6 +400,7 @@ def run(
     *,
     until: int | None = None,
     as_json: bool = False,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
@@ -408,7 +409,7 @@ def run(
     story = Story(model)
     names: set[str] = set()
     try:
-        replayer = Replayer(path, until=until)
+        replayer = Replayer(path, until=until, max_line_bytes=max_line_bytes)
         title = (
             f"{model} in {path} (run {replayer.header.run}, model-catalog {replayer.header.service_version})"
         )

@@ -1,4 +1,8 @@
-"""Reading Kubernetes objects from files the way kubectl writes them (YAML streams, JSON objects or Lists)."""
+"""Reading Kubernetes objects from files the way kubectl writes them (YAML streams, JSON objects or Lists).
+
+Every way a file can be unreadable — bad syntax, a number Python will not convert, nesting deeper than
+the parsers or the later stages can follow — is an ``InputError`` naming the file, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+# kubectl's objects nest a few dozen levels at most. Deeper input is refused up front: PyYAML's composer
+# recurses ~3 frames a level (RecursionError from ~330), copy.deepcopy 2 (~490), orjson stops at 254.
+MAX_DEPTH = 100
 
 
 class InputError(Exception):
@@ -24,18 +32,92 @@ def read_text(path: str) -> str:
         raise InputError(f"{path}: cannot read: {exc}") from exc
 
 
-def _documents(path: str, text: str) -> Iterator[Any]:
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
+def _too_deep(path: str, index: int | None = None) -> InputError:
+    where = f"{path}: document {index + 1}" if index is not None else path
+    return InputError(f"{where} is nested more than {MAX_DEPTH} levels deep")
+
+
+def _first_clause(exc: ValueError) -> str:
+    """``int()`` and ``datetime`` messages, without the advice ``use sys.set_int_max_str_digits()``."""
+    return str(exc).split(";")[0]
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        return f"{exc.problem}{where}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _json(path: str, text: str) -> Any:
+    """One JSON document; ``json.JSONDecodeError`` is left to the caller (it may try YAML instead)."""
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise _too_deep(path) from exc
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # an integer longer than int() converts
+        raise InputError(f"{path}: invalid JSON: {_first_clause(exc)}") from exc
+
+
+def _yaml_documents(path: str, text: str) -> Iterator[Any]:
+    loader = yaml.safe_load_all(text)
+    index = 0
+    while True:
         try:
-            yield json.loads(text)
-        except ValueError as exc:
-            raise InputError(f"{path}: invalid JSON: {exc}") from exc
+            doc = next(loader)
+        except StopIteration:
+            return
+        except yaml.YAMLError as exc:
+            raise InputError(f"{path}: invalid YAML: {_yaml_problem(exc)}") from exc
+        except RecursionError as exc:
+            raise _too_deep(path, index) from exc
+        except ValueError as exc:  # a value the constructor cannot convert: 5,000 digits, 2001-02-30
+            raise InputError(f"{path}: invalid YAML: document {index + 1}: {_first_clause(exc)}") from exc
+        yield doc
+        index += 1
+
+
+def _documents(path: str, text: str) -> Iterator[Any]:
+    if not text.lstrip().startswith(("{", "[")):
+        yield from _yaml_documents(path, text)
         return
     try:
-        yield from yaml.safe_load_all(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from exc
+        yield _json(path, text)
+        return
+    except json.JSONDecodeError as exc:
+        json_error = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    # Flow-style YAML (``{apiVersion: v1, kind: List, items: []}``) starts like JSON, too.
+    try:
+        docs = list(_yaml_documents(path, text))
+    except InputError as exc:
+        yaml_error = str(exc).removeprefix(f"{path}: ").removeprefix("invalid YAML: ")
+        raise InputError(f"{path}: invalid JSON: {json_error} (read as YAML: {yaml_error})") from exc
+    yield from docs
+
+
+def _nested_deeper_than(doc: Any, limit: int) -> bool:
+    """Whether ``doc`` nests more than ``limit`` lists and mappings, found without recursion. YAML anchors
+    may share a node (or make a cycle): a node is walked again only when reached deeper than before."""
+    deepest: dict[int, int] = {}
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = list(node.values())
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        if deepest.get(id(node), 0) >= depth:
+            continue
+        deepest[id(node)] = depth
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _expand(path: str, index: int, doc: Any) -> Iterator[dict[str, Any]]:
@@ -70,6 +152,8 @@ def read_objects(paths: list[str]) -> list[dict[str, Any]]:
     for path in paths:
         text = read_text(path)
         for index, doc in enumerate(_documents(path, text)):
+            if _nested_deeper_than(doc, MAX_DEPTH):
+                raise _too_deep(path, index)
             objects.extend(_expand(path, index, doc))
     return objects
 
@@ -78,9 +162,11 @@ def read_model_info(path: str) -> list[dict[str, Any]]:
     """A saved ``GET /model/info`` response: ``{"data": [...]}``."""
     text = read_text(path)
     try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"{path}: invalid JSON: {exc}") from exc
+        doc = _json(path, text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    if _nested_deeper_than(doc, MAX_DEPTH):
+        raise _too_deep(path)
     rows = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise InputError(f'{path}: not a /model/info response (expected {{"data": [...]}})')

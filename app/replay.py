@@ -21,7 +21,7 @@ from typing import IO, Any, NamedTuple
 
 import attrs
 
-from adapters.eventlog.reader import LogFile, LogLine, LogReadError
+from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogFile, LogLine, LogReadError
 from catalog_core import raw
 from catalog_core.commands import (
     ApiKeyRef,
@@ -99,8 +99,15 @@ Item = Step | SnapshotSeen | Notice
 class Replayer:
     """Iterate a log's steps, folding each event again. Raises ``LogReadError`` for a bad or refused log."""
 
-    def __init__(self, path: Path | str, *, until: int | None = None, from_snapshot: bool = False) -> None:
-        self.log = LogFile(path)
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        until: int | None = None,
+        from_snapshot: bool = False,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self.log = LogFile(path, max_line_bytes=max_line_bytes)
         self.header = self.log.header
         self.until = until
         self.from_snapshot = from_snapshot
@@ -420,6 +427,7 @@ def run(
     from_snapshot: bool = False,
     verify: bool = False,
     as_json: bool = False,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
@@ -427,7 +435,7 @@ def run(
     err = err if err is not None else sys.stderr
     events = commands = snapshots = 0
     try:
-        replayer = Replayer(path, until=until, from_snapshot=from_snapshot)
+        replayer = Replayer(path, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes)
         if verify and not replayer.schema_matches:
             print(
                 "note: the snapshots were written with another state shape; only commands are compared",

@@ -3,7 +3,10 @@ leader election, probes and metrics over HTTP, the event log, signals.
 
 Shutdown (SIGTERM/SIGINT): stop watching, give the queue ``shutdown_grace_seconds``
 to finish or abandon its writes, release the Lease, flush the event log, exit 0.
-SIGUSR1 (or GET /debug/eventlog) dumps the event-log ring.
+SIGUSR1 (or GET /debug/eventlog) dumps the event-log ring. The endpoint answers loopback clients
+(``kubectl exec`` / ``port-forward``), and others only with ``Authorization: Bearer
+$CATALOG_DEBUG_TOKEN`` (when that is set): the HTTP server binds every address for probes and metrics,
+and the ring holds what the controller saw (redacted, but still the cluster's configuration).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from kubernetes_asyncio import config as k8s_config
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from adapters.kube.settings import KubeSettings
 from adapters.telemetry import Telemetry
-from app.http import ProbeServer
+from app.http import ProbeServer, Request, debug_allowed
 from app.leader import LeaderElector, LeaseConfig
 from app.library import ModelCatalog
 from app.settings import ServiceSettings
@@ -32,6 +35,9 @@ from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
 log = logging.getLogger("model_catalog.service")
 
 LIVENESS_STALL_SECONDS = 30.0
+_DEBUG_FORBIDDEN = (
+    b"forbidden: ask from the pod itself (loopback) or with Authorization: Bearer <CATALOG_DEBUG_TOKEN>\n"
+)
 READY_SOURCES = (*CATALOG_SOURCES, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
 
 
@@ -112,13 +118,13 @@ class Service:
         return self.loop.state.control.leading
 
     # --- probes
-    async def _healthz(self) -> tuple[int, str, bytes]:
+    async def _healthz(self, request: Request) -> tuple[int, str, bytes]:
         busy = self.loop.busy_since
         if busy is not None and time.monotonic() - busy > LIVENESS_STALL_SECONDS:
             return 503, "text/plain", b"the control loop is stuck\n"
         return 200, "text/plain", b"ok\n"
 
-    async def _readyz(self) -> tuple[int, str, bytes]:
+    async def _readyz(self, request: Request) -> tuple[int, str, bytes]:
         state = self.loop.state
         missing = [k.value for k in READY_SOURCES if not state.source(k).known]
         if not state.litellm.status.observed_once:
@@ -127,10 +133,13 @@ class Service:
             return 503, "text/plain", ("not ready: waiting for " + ", ".join(missing) + "\n").encode()
         return 200, "text/plain", f"ok ({'leader' if self.leading else 'standby'})\n".encode()
 
-    async def _metrics(self) -> tuple[int, str, bytes]:
+    async def _metrics(self, request: Request) -> tuple[int, str, bytes]:
         return 200, "text/plain; version=0.0.4; charset=utf-8", self.telemetry.metrics_text()
 
-    async def _ring(self) -> tuple[int, str, bytes]:
+    async def _ring(self, request: Request) -> tuple[int, str, bytes]:
+        token = self.settings.debug_token.value if self.settings.debug_token is not None else None
+        if not debug_allowed(request, token):
+            return 403, "text/plain", _DEBUG_FORBIDDEN
         if self.recorder is None:
             return 404, "text/plain", b"the event log is off (CATALOG_EVENT_LOG_PATH)\n"
         buffer = io.BytesIO()
@@ -201,6 +210,7 @@ def _recorder(settings: ServiceSettings) -> Recorder | None:
             max_files=settings.event_log_files,
             snapshot_every=settings.event_log_snapshot_every,
             ring_size=settings.event_log_ring,
+            ring_bytes=settings.event_log_ring_bytes,
         ),
         settings.catalog,
     )

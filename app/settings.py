@@ -48,6 +48,7 @@ class ServiceSettings:
     event_log_path: str = ""
     event_log_max_bytes: int = 4 * 1024 * 1024
     event_log_ring: int = 1000
+    event_log_ring_bytes: int = 8 * 1024 * 1024
     event_log_files: int = 4
     event_log_snapshot_every: int = 10_000
     shutdown_grace_seconds: float = 10.0
@@ -55,6 +56,7 @@ class ServiceSettings:
     kubeconfig: str = ""
     otlp_endpoint: str = ""
     log_level: str = "INFO"
+    debug_token: Secret | None = None  # CATALOG_DEBUG_TOKEN: lets non-loopback clients read /debug/eventlog
 
 
 _BOOL = {
@@ -67,6 +69,7 @@ _BOOL = {
     "no": False,
     "off": False,
 }
+MIN_DEBUG_TOKEN_LEN = 16
 _RESOLVE = re.compile(r"^([^\s:=]+:\d+)=([^\s:=]+:\d+)$")
 
 
@@ -127,6 +130,13 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
                 "CATALOG_LEASE_RENEW_DEADLINE_SECONDS", "needs retry period < renew deadline < lease duration"
             )
         )
+    debug_token = merged.get("CATALOG_DEBUG_TOKEN", "").strip()
+    if debug_token and len(debug_token) < MIN_DEBUG_TOKEN_LEN:
+        # The value itself is never quoted.
+        problems.append(
+            ConfigError("CATALOG_DEBUG_TOKEN", f"must be at least {MIN_DEBUG_TOKEN_LEN} characters long")
+        )
+        debug_token = ""
     level = text("LOG_LEVEL", "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         problems.append(ConfigError("LOG_LEVEL", f"must be DEBUG, INFO, WARNING or ERROR, got {level!r}"))
@@ -153,6 +163,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
             number("CATALOG_EVENT_LOG_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, integer=True)
         ),
         event_log_ring=int(number("CATALOG_EVENT_LOG_RING", 1000, 0, integer=True)),
+        event_log_ring_bytes=int(
+            number("CATALOG_EVENT_LOG_RING_BYTES", 8 * 1024 * 1024, 64 * 1024, integer=True)
+        ),
         event_log_files=int(number("CATALOG_EVENT_LOG_FILES", 4, 1, integer=True)),
         event_log_snapshot_every=int(number("CATALOG_EVENT_LOG_SNAPSHOT_EVERY", 10_000, 1, integer=True)),
         shutdown_grace_seconds=number("CATALOG_SHUTDOWN_GRACE_SECONDS", 10.0, 0.0),
@@ -160,6 +173,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         kubeconfig=text("KUBECONFIG", ""),
         otlp_endpoint=text("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
         log_level=level,
+        debug_token=Secret(debug_token) if debug_token else None,
     )
     if problems:
         return problems[0]

@@ -3,17 +3,25 @@
 Every problem is a :class:`LogReadError` naming the file and the line. A log of
 another format version is read through the migrations of
 :mod:`contracts.eventlog` when they exist, and refused otherwise.
+
+Lines are read with a bound (``max_line_bytes``, 64 MiB by default): a line
+longer than that is refused as a ``LogReadError`` rather than read whole, so a
+damaged or foreign file (one 300 MB line took 907 MB to replay) costs at most
+the bound. The largest lines the recorder writes are snapshots, which a catalog
+keeps far below it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, Final, NamedTuple
 
 import orjson
 
 from contracts import eventlog as wire
+
+DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024  # newline included
 
 
 class LogReadError(Exception):
@@ -39,8 +47,11 @@ class LogLine(NamedTuple):
 class LogFile:
     """One log file: its header (read and checked on open) and its records as a stream."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be >= 1")
         self.path = Path(path)
+        self.max_line_bytes = max_line_bytes
         first = self._first_line()
         raw = self._load(first, 1)
         if raw.get("k") != "header":
@@ -63,12 +74,28 @@ class LogFile:
     def _first_line(self) -> bytes:
         try:
             with open(self.path, "rb") as f:
-                line = f.readline()
+                line = next(self._lines(f, 1), b"")
         except OSError as exc:
             raise LogReadError(self.path, 0, f"cannot read: {exc.strerror or exc}") from None
         if not line:
             raise LogReadError(self.path, 0, "empty file: not an event log")
         return line
+
+    def _lines(self, f: IO[bytes], number: int) -> Iterator[bytes]:
+        """The lines of ``f`` from its position (line ``number``) on; raises ``LogReadError`` at the
+        first line longer than ``max_line_bytes``, having read no more than that of it."""
+        limit = self.max_line_bytes
+        readline = f.readline
+        while line := readline(limit + 1):
+            if len(line) > limit:
+                raise LogReadError(
+                    self.path,
+                    number,
+                    f"a line longer than {limit} bytes: not a record of this log, or one larger than "
+                    "--max-line-bytes allows",
+                )
+            yield line
+            number += 1
 
     def _load(self, line: bytes, number: int) -> dict[str, Any]:
         try:
@@ -93,7 +120,7 @@ class LogFile:
         try:
             with open(self.path, "rb") as f:
                 f.seek(offset)
-                for line in f:
+                for line in self._lines(f, number):
                     try:
                         raw = loads(line)
                         if migrations:
@@ -120,7 +147,7 @@ class LogFile:
         offset, number = 0, 1
         try:
             with open(self.path, "rb") as f:
-                for line in f:
+                for line in self._lines(f, number):
                     if marker in line[:128]:
                         raw = self._load(line, number)
                         if raw.get("k") == "snapshot":

@@ -30,8 +30,13 @@ concatenated oldest first replay as one. A snapshot is also written every
 ``snapshot_every`` events.
 
 The ring keeps the last ``ring_size`` records in memory, whatever happened to
-the files; :meth:`Recorder.dump_ring` writes them, preceded by a header and a
-snapshot, as a log that replays on its own.
+the files, and no more than ``ring_bytes`` of them (their encoded size; a
+snapshot counts as large as the last one written): the oldest are dropped
+first. The newest record is always kept, even one larger than ``ring_bytes``
+on its own (then it is the whole ring): a dump should show the latest step, and
+that record is in memory anyway until it is written. :meth:`Recorder.dump_ring`
+writes the ring, preceded by a header and a snapshot, as a log that replays on
+its own.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ ENV_MAX_BYTES: Final = "CATALOG_EVENT_LOG_MAX_BYTES"
 ENV_FILES: Final = "CATALOG_EVENT_LOG_FILES"
 ENV_SNAPSHOT_EVERY: Final = "CATALOG_EVENT_LOG_SNAPSHOT_EVERY"
 ENV_RING: Final = "CATALOG_EVENT_LOG_RING"
+ENV_RING_BYTES: Final = "CATALOG_EVENT_LOG_RING_BYTES"
 
 
 def service_version() -> str:
@@ -83,6 +89,7 @@ class RecorderSettings:
     max_files: int = 4
     snapshot_every: int = 10_000
     ring_size: int = 1000
+    ring_bytes: int = 8 * MIB  # encoded bytes the ring may hold (the newest record is always kept)
     queue_bytes: int = 16 * MIB
     retry_seconds: float = 5.0
 
@@ -111,6 +118,7 @@ class RecorderSettings:
             max_files=number(ENV_FILES, d.max_files, 1),
             snapshot_every=number(ENV_SNAPSHOT_EVERY, d.snapshot_every, 1),
             ring_size=number(ENV_RING, d.ring_size, 0),
+            ring_bytes=number(ENV_RING_BYTES, d.ring_bytes, 64 * 1024),
         )
 
 
@@ -318,7 +326,8 @@ class Recorder:
         self._sink = _Sink(settings.path, settings.max_files, self._header, opener)
         self._queue: deque[_Item] = deque()
         self._queued_bytes = 0
-        self._ring: deque[_Item] = deque(maxlen=settings.ring_size) if settings.ring_size else deque(maxlen=0)
+        self._ring: deque[tuple[_Item, int]] = deque()  # (item, its size when it was added)
+        self._ring_bytes = 0
         self._seq = -1
         self._state = start
         self._last_event = 0
@@ -369,8 +378,8 @@ class Recorder:
         self._queue.append(item)
         self._queued_bytes += size
         self._file_bytes += size
-        if ring and self._ring.maxlen:
-            self._ring.append(item)
+        if ring:
+            self._ring_append(item, size)
         if self._wakeup is not None:
             self._wakeup.set()
 
@@ -427,8 +436,7 @@ class Recorder:
         self._last_event = seq
         self._events_since_snapshot += 1
         step = _Item("step", seq, last, ts, data, before, after)
-        if self._ring.maxlen:
-            self._ring.append(step)
+        self._ring_append(step, len(data))
         if not writable:
             self._drop(step)
             return
@@ -579,8 +587,28 @@ class Recorder:
 
     # --- the ring ------------------------------------------------------------------------------
 
+    def _ring_append(self, item: _Item, size: int) -> None:
+        """Add to the ring, then drop its oldest items while it holds more than ``ring_size`` items or
+        more than ``ring_bytes`` bytes — never the item just added. O(1) amortised: each item is added
+        and dropped once, its size computed once."""
+        if not self.settings.ring_size:
+            return
+        ring = self._ring
+        ring.append((item, size))
+        self._ring_bytes += size
+        while len(ring) > 1 and (
+            len(ring) > self.settings.ring_size or self._ring_bytes > self.settings.ring_bytes
+        ):
+            _, dropped = ring.popleft()
+            self._ring_bytes -= dropped
+
+    @property
+    def ring_bytes(self) -> int:
+        """The encoded size of what the ring holds (snapshots as estimated when they were added)."""
+        return self._ring_bytes
+
     def ring(self) -> list[_Item]:
-        return list(self._ring)
+        return [item for item, _ in self._ring]
 
     def dump_ring(self, stream: IO[bytes], items: list[_Item] | None = None) -> int:
         """Write the ring as a log that replays on its own; returns the number of records written."""

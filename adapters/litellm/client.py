@@ -2,6 +2,8 @@
 
 It only sends and parses; what an answer *means* for a command is the executor's business. The master
 key lives in an ``httpx.Auth`` that never shows it: not in a repr, a log line or an exception message.
+Answers keep LiteLLM's text whole: whoever quotes it passes it through ``scrub.safe_text`` (scrub,
+then shorten — never the other way round).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from urllib.parse import quote
 import attrs
 import httpx
 
+from adapters.litellm.scrub import safe_text
+
 # Connect and pool waits are short (an unreachable proxy should be noticed quickly); LiteLLM answers
 # /model/new in ~170 ms, /model/info in ~15 ms, so 10 s of read time is a generous ceiling.
 DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=10.0, write=10.0, pool=5.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=8, max_keepalive_connections=4, keepalive_expiry=30.0)
-_MAX_TEXT = 300
 
 
 class _MasterKey(httpx.Auth):
@@ -52,11 +55,12 @@ class LiteLLMTransportError(Exception):
 
 @attrs.frozen
 class Answer:
-    """An HTTP answer: status, the parsed JSON body (None when it is not JSON) and a short text."""
+    """An HTTP answer: status, the parsed JSON body (None when it is not JSON) and the whole text (not
+    in the repr: it may echo a key; quote it only through ``safe_text``)."""
 
     status: int
     body: Any
-    text: str
+    text: str = attrs.field(repr=False)
 
     @property
     def ok(self) -> bool:
@@ -64,32 +68,28 @@ class Answer:
 
     def error_message(self) -> str:
         """LiteLLM's error text: ``error.message`` or FastAPI's ``detail`` (only ``loc`` and ``msg``:
-        pydantic's ``input`` would echo what we sent, api_key included)."""
+        pydantic's ``input`` would echo what we sent, api_key included). Whole and unscrubbed: pass it
+        through ``safe_text`` before it is shown anywhere."""
         body = self.body
         if isinstance(body, Mapping):
             error = body.get("error")
             if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-                return _short(error["message"])
+                return str(error["message"])
             if isinstance(error, str):
-                return _short(error)
+                return error
             detail = body.get("detail")
             if isinstance(detail, str):
-                return _short(detail)
+                return detail
             if isinstance(detail, list):
                 parts = []
                 for item in detail:
                     if isinstance(item, Mapping):
                         loc = ".".join(str(p) for p in item.get("loc") or () if p != "body")
                         parts.append(f"{loc}: {item.get('msg', '')}".strip(": "))
-                return _short("; ".join(parts))
+                return "; ".join(parts)
             if isinstance(body.get("message"), str):
-                return _short(body["message"])
-        return _short(self.text)
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+                return str(body["message"])
+        return self.text
 
 
 class LiteLLMClient:
@@ -167,7 +167,9 @@ class LiteLLMClient:
             except httpx.TimeoutException as exc:
                 raise LiteLLMTransportError("timeout", f"{method} {path}: {type(exc).__name__}") from None
             except httpx.ConnectError as exc:
-                raise LiteLLMTransportError("connect", f"{method} {path}: {_short(str(exc))}") from None
+                raise LiteLLMTransportError(
+                    "connect", f"{method} {path}: {safe_text(str(exc), self.secrets_to_scrub())}"
+                ) from None
             except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
                 # LiteLLM drops a keep-alive connection after an unhandled error (its generic 500), so
                 # the next request on that pooled connection fails at once. One fresh try is safe for
@@ -181,4 +183,4 @@ class LiteLLMClient:
             parsed: Any = response.json()
         except ValueError:
             parsed = None
-        return Answer(response.status_code, parsed, _short(response.text))
+        return Answer(response.status_code, parsed, response.text)

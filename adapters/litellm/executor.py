@@ -21,13 +21,15 @@ for so the core learns the row is gone.
 
 Details never carry a secret: only LiteLLM's error message (pydantic's echoed ``input`` is never read)
 and, as a last line of defence, every known secret value (the api key sent, the master key) is
-replaced by ``[redacted]``.
+replaced by ``[redacted]`` — before the text is collapsed and shortened (``scrub.safe_text``), and before
+it reaches the observer's log lines, this module's log lines or an outcome.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterable, Sequence
+import traceback
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from enum import StrEnum
 from typing import Any, Protocol
@@ -37,6 +39,7 @@ import attrs
 from adapters.backoff import KeyedBackoff
 from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.observer import PeerStatus, status_of_http
+from adapters.litellm.scrub import safe_text, scrub
 from adapters.vault import SecretVault
 from catalog_core.commands import (
     ApiKeyRef,
@@ -55,8 +58,8 @@ from catalog_core.reasons import Reason
 log = logging.getLogger("model_catalog.litellm")
 
 _WRITES = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel, DeleteLiteLLMModel)
+_WITH_KEY = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel)
 _RETRYABLE_4XX = frozenset({408, 429})
-_MIN_SECRET_LEN = 4  # shorter "keys" are placeholders; scrubbing them would mangle the text
 
 
 class RetryReason(StrEnum):
@@ -87,7 +90,8 @@ class Mapped:
 
 
 def classify(op: Op, answer: Answer | LiteLLMTransportError) -> Mapped:
-    """The outcome table above, as a pure function of the operation and LiteLLM's answer."""
+    """The outcome table above, as a pure function of the operation and LiteLLM's answer. The detail
+    quotes LiteLLM whole: the executor scrubs and shortens it (``safe_text``) before anyone sees it."""
     if isinstance(answer, LiteLLMTransportError):
         return Mapped(
             Outcome.RETRY,
@@ -152,13 +156,6 @@ class NoHooks:
         pass
 
 
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if len(secret) >= _MIN_SECRET_LEN:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
 def describe_key(ref: ApiKeyRef) -> str:
     """A key reference for humans: names the Secret, never a value."""
     if isinstance(ref, SecretKey):
@@ -200,7 +197,11 @@ class LiteLLMExecutor:
         try:
             return [await self._execute(command)]
         except Exception as exc:  # a bug of ours must not kill the writer: retry later, say what it was
-            log.exception("LiteLLM write %s failed unexpectedly", command.key)
+            # The traceback quotes the exception's message, which may quote a request or an answer.
+            trace = "".join(traceback.format_exception(exc)).rstrip()
+            log.error(
+                "LiteLLM write %s failed unexpectedly\n%s", command.key, scrub(trace, self._secrets(command))
+            )
             delay = self._backoff.next(command.key)
             return [
                 CommandCompleted(
@@ -216,11 +217,11 @@ class LiteLLMExecutor:
     async def _execute(
         self, command: CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel | DeleteLiteLLMModel
     ) -> CommandCompleted:
-        secrets = list(self._client.secrets_to_scrub())
+        secrets = self._secrets(command)
         if isinstance(command, DeleteLiteLLMModel):
             async with self._hooks.writing():
-                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id))
-                return self._complete(command, mapped, secrets)
+                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
+                return self._complete(command, mapped)
 
         api_key: str | None = None
         if command.api_key is not None:
@@ -234,33 +235,44 @@ class LiteLLMExecutor:
                         RetryReason.SECRET_NOT_FOUND,
                         f"the value of {what} is not known yet (Secret not read or key missing)",
                     ),
-                    secrets,
                 )
-            if not isinstance(command.api_key, LiteralKey):
-                secrets.append(api_key)
         body = _body(command, api_key)
 
         async with self._hooks.writing():
             if isinstance(command, UpdateLiteLLMModel):
-                mapped = await self._send(Op.UPDATE, self._client.patch_update(command.model_id, body))
+                mapped = await self._send(
+                    Op.UPDATE, self._client.patch_update(command.model_id, body), secrets
+                )
             elif isinstance(command, CreateLiteLLMModel):
-                mapped = await self._send(Op.CREATE, self._client.new(body))
+                mapped = await self._send(Op.CREATE, self._client.new(body), secrets)
             else:
-                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id))
+                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
                 if mapped.outcome is Outcome.APPLIED:
-                    mapped = await self._send(Op.CREATE, self._client.new(body))
+                    mapped = await self._send(Op.CREATE, self._client.new(body), secrets)
                     if mapped.outcome is not Outcome.APPLIED and not mapped.reobserve:
                         # The old row is gone but no new one exists: the core must see that.
                         self._hooks.reobserve()
             # The outcome is built while the write still holds its share of the lock (see sync.py).
-            return self._complete(command, mapped, secrets)
+            return self._complete(command, mapped)
 
-    async def _send(self, op: Op, call: Awaitable[Answer]) -> Mapped:
+    def _secrets(self, command: Command) -> list[str]:
+        """Every secret value a text about ``command`` might quote: the master key and its api key."""
+        secrets = list(self._client.secrets_to_scrub())
+        key = command.api_key if isinstance(command, _WITH_KEY) else None
+        if key is not None and not isinstance(key, LiteralKey):
+            value = self._vault.resolve(key)
+            if value is not None:
+                secrets.append(value)
+        return secrets
+
+    async def _send(self, op: Op, call: Awaitable[Answer], secrets: Sequence[str]) -> Mapped:
+        """Send, classify, and make the detail safe (scrubbed, then shortened) before it goes anywhere."""
         try:
             answer: Answer | LiteLLMTransportError = await call
         except LiteLLMTransportError as exc:
             answer = exc
         mapped = classify(op, answer)
+        mapped = attrs.evolve(mapped, detail=safe_text(mapped.detail, secrets))
         if isinstance(answer, Answer):
             self._hooks.wrote()
         self._hooks.write_answered(mapped.peer, mapped.detail if mapped.peer is not PeerStatus.OK else "")
@@ -272,8 +284,8 @@ class LiteLLMExecutor:
         self,
         command: CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel | DeleteLiteLLMModel,
         mapped: Mapped,
-        secrets: list[str],
     ) -> CommandCompleted:
+        """The outcome event. ``mapped.detail`` is already safe (``_send``) or our own words."""
         key = command.key
         delay = 0.0
         if mapped.outcome is Outcome.RETRY:
@@ -284,14 +296,14 @@ class LiteLLMExecutor:
             self._duplicate_backoff.forget(key)
         if mapped.outcome is Outcome.TERMINAL and mapped.reason != Reason.LITELLM_UNAUTHORIZED:
             # (an unauthorized master key is logged once per transition by the observer's PeerHealth)
-            log.warning("LiteLLM write %s failed for good: %s", key, scrub(mapped.detail, secrets))
+            log.warning("LiteLLM write %s failed for good: %s", key, mapped.detail)
         return CommandCompleted(
             key=key,
             command_id=command.id,
             outcome=mapped.outcome,
             retry_after=delay,
             reason=str(mapped.reason),
-            detail=scrub(mapped.detail, secrets),
+            detail=mapped.detail,
         )
 
 

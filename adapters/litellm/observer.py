@@ -23,6 +23,7 @@ from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
 from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
+from adapters.litellm.scrub import safe_text
 from adapters.litellm.sync import SharedExclusiveLock
 from catalog_core.events import Event, LiteLLMRowsObserved, LiteLLMUnreachable
 from catalog_core.sources.litellm_row import whitelist_row
@@ -193,7 +194,11 @@ class LiteLLMObserver:
         if no_models_loaded(answer):
             return LiteLLMRowsObserved(()), PeerStatus.OK, ""
         if not answer.ok:
-            return None, status_of_http(answer.status), f"HTTP {answer.status}: {answer.error_message()}"
+            # Logged and sent to the core (the event log, replay): scrubbed, then shortened.
+            detail = safe_text(
+                f"HTTP {answer.status}: {answer.error_message()}", self._client.secrets_to_scrub()
+            )
+            return None, status_of_http(answer.status), detail
         rows = _rows(answer.body)
         if rows is None:
             return None, PeerStatus.ERROR, "GET /model/info: unexpected answer shape (no data list)"

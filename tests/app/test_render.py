@@ -190,3 +190,132 @@ def test_a_runtime_failing_its_probes_renders_as_withheld_whatever_the_probe_int
     assert healthy.returncode == 0, healthy.stderr
     records = {(r["source"], r["name"]): r for r in json.loads(healthy.stdout)["routes"]}
     assert records[("freetoken", "phi-4-mini")]["reason"] == "Published"
+
+
+# --- Input no parser or later stage can take is one line and exit 2, never a traceback (issue 12)
+
+
+def nested(levels: int, leaf: object = "x") -> object:
+    value = leaf
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def model_with_spec(extra: object) -> dict[str, object]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": "deep", "namespace": "ai"},
+        "spec": {"features": ["TextGeneration"], "engine": "VLLM", "extra": extra},
+        "status": {"replicas": {"ready": 1}},
+    }
+
+
+def assert_one_line_exit_2(out: subprocess.CompletedProcess[str], path: Path, needle: str) -> None:
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()]
+    assert out.stderr.startswith(f"model-catalog: {path}") and needle in out.stderr, out.stderr
+    assert out.stdout == ""
+
+
+def test_json_nested_100000_lists_deep_is_one_line_exit_2(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert_one_line_exit_2(render("-f", str(deep)), deep, "nested more than 100 levels deep")
+
+
+def test_yaml_nested_100000_lists_deep_is_one_line_exit_2(tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("spec: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert_one_line_exit_2(render("-f", str(deep)), deep, "document 1 is nested more than 100 levels deep")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        # parses, then PyYAML's composer runs out of stack from ~330 levels
+        (
+            "model.yaml",
+            "apiVersion: kubeai.org/v1\nkind: Model\nmetadata: {name: deep}\n"
+            "spec:\n  extra: " + "{a: " * 400 + "x" + "}" * 400 + "\n",
+        ),
+        # parses, then copying the object for redaction runs out of stack from ~490 levels
+        ("model.json", json.dumps(model_with_spec(nested(600)))),
+        # a YAML anchor that contains itself is nested without end
+        ("cycle.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: &d {d: *d}\n"),
+    ],
+)
+def test_an_object_nested_past_what_render_can_follow_is_one_line_exit_2(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    assert_one_line_exit_2(render("-f", str(path)), path, "nested more than 100 levels deep")
+
+
+def test_an_object_nested_100_levels_deep_is_still_read(tmp_path):
+    """The limit is generous: kubectl's objects nest a few dozen levels at most."""
+    doc = model_with_spec(nested(100 - 2))  # the object and its spec are two levels
+    path = tmp_path / "limit.json"
+    path.write_text(json.dumps(doc))
+    out = render("-f", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "deep" in {d["model_name"] for d in json.loads(out.stdout)["litellm"]}
+    path.write_text(json.dumps(model_with_spec(nested(100 - 1))))
+    assert_one_line_exit_2(render("-f", str(path)), path, "nested more than 100 levels deep")
+
+
+@pytest.mark.parametrize("text", ['{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", None])
+def test_a_deeply_nested_litellm_info_is_one_line_exit_2(tmp_path, text):
+    info = tmp_path / "info.json"
+    if text is None:  # parses, but nests past the limit
+        row = {"model_name": "m", "litellm_params": {"model": "openai/m"}, "model_info": {"id": "x"}}
+        row["model_info"]["deep"] = nested(600)
+        text = json.dumps({"data": [row]})
+    info.write_text(text)
+    out = render("-f", str(ROOT / "examples/cluster.yaml"), "--litellm-info", str(info))
+    assert_one_line_exit_2(out, info, "nested more than 100 levels deep")
+
+
+@pytest.mark.parametrize(("name", "number"), [("big.yaml", "9" * 5000), ("big.json", "9" * 5000)])
+def test_an_integer_of_5000_digits_is_one_line_exit_2(tmp_path, name, number):
+    path = tmp_path / name
+    if name.endswith(".yaml"):
+        path.write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\nreplicas: {number}\n")
+    else:
+        path.write_text(f'{{"apiVersion": "v1", "kind": "ConfigMap", "replicas": {number}}}')
+    out = render("-f", str(path))
+    assert_one_line_exit_2(out, path, "Exceeds the limit (4300 digits) for integer string conversion")
+    assert "set_int_max_str_digits" not in out.stderr  # Python's advice is not the user's
+
+
+def test_an_impossible_yaml_date_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "date.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {since: 2001-02-30}\n")
+    assert_one_line_exit_2(render("-f", str(path)), path, "day is out of range for month")
+
+
+def test_flow_style_yaml_starting_with_a_brace_is_read_as_yaml(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("{apiVersion: v1, kind: List, items: []}\n")
+    out = render("-f", str(empty))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["litellm"] == []
+    # the bundled example as one flow-style List renders exactly like the example itself
+    docs = list(yaml.safe_load_all((ROOT / "examples/cluster.yaml").read_text()))
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}, default_flow_style=True)
+    )
+    assert flow.read_text().startswith("{") and not flow.read_text().startswith('{"')
+    out = render("-f", str(flow), *EXAMPLE[2:])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == GOLDEN.read_text()
+
+
+def test_text_that_is_neither_json_nor_flow_yaml_names_both_reasons(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("{apiVersion: v1, kind: [\n")
+    out = render("-f", str(bad))
+    assert_one_line_exit_2(out, bad, "invalid JSON: Expecting property name enclosed in double quotes")
+    assert "read as YAML: expected the node content" in out.stderr

@@ -215,6 +215,58 @@ def test_a_damaged_log_is_reported_with_file_line_and_reason(
         assert re.search(message, err), err
 
 
+def _longest(path: Path) -> tuple[int, int]:
+    """(line number, length with its newline) of the longest line."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    index = max(range(len(lines)), key=lambda i: len(lines[i]))
+    return index + 1, len(lines[index])
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"), [("replay", []), ("replay", ["--from-snapshot"]), ("explain", ["phi-4-mini"])]
+)
+def test_an_over_long_line_is_refused_with_file_line_and_exit_2(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, extra: list[str]
+) -> None:
+    """Regression (issue 12): lines were read whole; one 300 MB line took 907 MB to replay."""
+    _, longest = _longest(example_log)
+    lines = example_log.read_bytes().splitlines(keepends=True)
+    lines.insert(30, b'{"seq":' + b"9" * (3 * longest) + b"}\n")
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"".join(lines))
+    limit = str(2 * longest)
+    code, out, err = _cli(capsys, command, str(path), *extra, "--max-line-bytes", limit)
+    assert code == 2, out + err
+    assert err == (
+        f"model-catalog: {path}:31: a line longer than {limit} bytes: not a record of this log, "
+        "or one larger than --max-line-bytes allows\n"
+    )
+
+
+def test_the_line_bound_counts_the_newline_and_defaults_far_above_real_records(
+    example_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    number, longest = _longest(example_log)  # a snapshot
+    code, out, _ = _cli(capsys, "replay", str(example_log), "--verify", "--max-line-bytes", str(longest))
+    assert code == 0, out
+    code, _, err = _cli(
+        capsys, "explain", str(example_log), "phi-4-mini", "--max-line-bytes", str(longest - 1)
+    )
+    assert code == 2 and err.startswith(f"model-catalog: {example_log}:{number}: a line longer than")
+    first = len(example_log.read_bytes().split(b"\n", 1)[0]) + 1
+    code, _, err = _cli(capsys, "replay", str(example_log), "--max-line-bytes", str(first - 1))
+    assert code == 2 and err.startswith(f"model-catalog: {example_log}:1: a line longer than")
+    assert _cli(capsys, "replay", str(example_log))[0] == 0  # the default bound
+
+
+def test_the_line_bound_must_be_a_positive_integer(
+    example_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["replay", str(example_log), "--max-line-bytes", "0"])
+    assert exited.value.code == 2 and "not a positive integer" in capsys.readouterr().err
+
+
 def test_a_missing_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _cli(capsys, "replay", str(tmp_path / "nope.jsonl"))
     assert code == 2 and "cannot read: No such file or directory" in err

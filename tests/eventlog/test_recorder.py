@@ -377,3 +377,55 @@ def test_a_configuration_with_credentials_is_not_recorded(tmp_path: Path) -> Non
     with pytest.raises(wire.UnsafeConfigError, match="LITELLM_BASE_URL carries credentials"):
         Recorder(RecorderSettings(tmp_path / "events.jsonl"), config)
     assert not (tmp_path / "events.jsonl").exists()
+
+
+def _big_pods(recorder: Recorder, shell_state: Any, count: int, size: int, first: int = 0) -> Any:
+    """Record ``count`` upserts of a pod carrying ``size`` bytes of padding; returns the state after."""
+    state = shell_state
+    for i in range(first, first + count):
+        pod = ObjectUpserted(SourceKind.PODS, {"metadata": {"name": f"p{i}"}, "spec": {"pad": "x" * size}})
+        transition = step(state, pod)
+        recorder.record(pod, transition)
+        state = transition.state
+    return state
+
+
+def test_the_ring_is_bounded_by_bytes_and_keeps_the_newest(tmp_path: Path) -> None:
+    """Regression (issue 12): 60 edits of an 875 KB models.json reached 269 MiB RSS — the ring was
+    bounded by count alone and kept every version."""
+    cap = 256 * 1024
+    shell, appliance, recorder = _appliance(tmp_path, ring_size=1000, ring_bytes=cap)
+    _run(appliance, 5)
+    _big_pods(recorder, shell.state, 60, 50_000)
+    ring = recorder.ring()
+    sizes = [len(item.data) for item in ring if item.data is not None]
+    assert recorder.ring_bytes <= cap and sum(sizes) <= cap
+    assert 3 <= len(ring) < 10  # about cap / 50 KB of them: the count cap (1000) did not bind
+    assert ring[-1].last_seq == recorder.last_seq and b'"p59"' in (ring[-1].data or b"")
+    recorder.close()
+    path = tmp_path / "ring.jsonl"
+    with open(path, "wb") as f:
+        recorder.dump_ring(f)
+    code, out, err = _verify(path)
+    assert code == 0, out + err
+
+
+def test_a_record_larger_than_the_ring_byte_cap_is_kept_alone(tmp_path: Path) -> None:
+    cap = 64 * 1024
+    shell, appliance, recorder = _appliance(tmp_path, ring_size=1000, ring_bytes=cap)
+    _run(appliance, 5)
+    state = _big_pods(recorder, shell.state, 3, 10_000)
+    _big_pods(recorder, state, 1, 200_000, first=3)
+    [only] = recorder.ring()
+    assert only.last_seq == recorder.last_seq and b'"p3"' in (only.data or b"")
+    assert recorder.ring_bytes == len(only.data or b"") > cap
+
+
+def test_the_ring_byte_cap_is_a_setting() -> None:
+    env = {"CATALOG_EVENT_LOG_PATH": "/tmp/x.jsonl"}
+    default = RecorderSettings.from_env(env)
+    assert default is not None and default.ring_bytes == 8 * 1024 * 1024
+    chosen = RecorderSettings.from_env(env | {"CATALOG_EVENT_LOG_RING_BYTES": "1048576"})
+    assert chosen is not None and chosen.ring_bytes == 1048576
+    with pytest.raises(ValueError, match="CATALOG_EVENT_LOG_RING_BYTES"):
+        RecorderSettings.from_env(env | {"CATALOG_EVENT_LOG_RING_BYTES": "1000"})

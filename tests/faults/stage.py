@@ -170,8 +170,8 @@ def deploy_documents(ns: str, app_ns: str) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     for name in kustomization["resources"]:
-        if name in ("deployment.yaml", "poddisruptionbudget.yaml"):
-            continue  # no kubelet here: the controller runs as a test process
+        if name in ("deployment.yaml", "poddisruptionbudget.yaml", "networkpolicy.yaml"):
+            continue  # no kubelet (nor a CNI) here: the controller runs as a test process
         for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
             if not doc:
                 continue

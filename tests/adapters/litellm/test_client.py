@@ -7,6 +7,7 @@ import pytest
 
 from adapters.litellm.client import DEFAULT_TIMEOUT, Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.fake import DELETE, NEW
+from adapters.litellm.scrub import safe_text
 from tests.adapters.litellm.conftest import Peer
 
 pytestmark = pytest.mark.anyio
@@ -124,8 +125,14 @@ def test_error_messages_of_every_shape_and_never_pydantics_input() -> None:
         ]
     }
     assert Answer(422, detail, "").error_message() == "litellm_params.api_key: bad"
-    assert Answer(502, None, "<html>bad   gateway</html>").error_message() == "<html>bad gateway</html>"
-    assert len(Answer(500, None, "x" * 1000).error_message()) == 300
+    # Whole and as sent: collapsing and shortening come after scrubbing (``safe_text``), never before.
+    assert Answer(502, None, "<html>bad   gateway</html>").error_message() == "<html>bad   gateway</html>"
+    assert (
+        safe_text(Answer(502, None, "<html>bad   gateway</html>").error_message(), [])
+        == "<html>bad gateway</html>"
+    )
+    assert Answer(500, None, "x" * 1000).error_message() == "x" * 1000
+    assert len(safe_text(Answer(500, None, "x" * 1000).error_message(), [])) == 300
 
 
 async def test_a_body_that_is_not_json_is_kept_as_text() -> None:
