@@ -47,6 +47,8 @@ class CatalogConfig:
     agent_template_names: tuple[str, ...] = ("litellm-default",)
     runtime_health_seconds: int = 15
     openclaw_tools_profile: str = "coding"
+    # The Secret that holds LiteLLM's master key (contracts C.8): never handed out as a provider key.
+    litellm_master_key_secret: str = "litellm-masterkey-secret"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
@@ -89,6 +91,9 @@ class CatalogConfig:
             "runtime_health_seconds": reader.integer(
                 "CATALOG_RUNTIME_HEALTH_SECONDS", d.runtime_health_seconds, minimum=1
             ),
+            "litellm_master_key_secret": reader.dns(
+                "LITELLM_MASTER_KEY_SECRET", d.litellm_master_key_secret, _DNS_SUBDOMAIN
+            ),
         }
         if reader.error is not None:
             return reader.error
@@ -114,6 +119,7 @@ class CatalogConfig:
             "AGENT_TEMPLATE_SYNC_ENABLED": str(self.agent_template_sync_enabled).lower(),
             "AGENT_TEMPLATE_NAMES": ",".join(self.agent_template_names),
             "CATALOG_RUNTIME_HEALTH_SECONDS": str(self.runtime_health_seconds),
+            "LITELLM_MASTER_KEY_SECRET": self.litellm_master_key_secret,
         }
 
 
