@@ -67,15 +67,21 @@ REASON_TEXT: dict[Reason, str] = {
     Reason.MISSING_FIELD: "its definition lacks a required field; the last good route stays",
     Reason.SECRET_NOT_FOUND: "the Secret holding its API key does not exist; the last good route stays",
     Reason.SECRET_KEY_NOT_FOUND: "the Secret exists but lacks the referenced key; the last good route stays",
-    Reason.SECRET_NOT_ALLOWED: "the Secret is not a model-provider Secret: a ModelActivation may not use it",
+    Reason.SECRET_NOT_ALLOWED: "the Secret is not on the model-provider allow-list (label or name), or it "
+    "holds the LiteLLM master key or a ServiceAccount token: no source may use it",
+    Reason.SECRET_VALUE_INVALID: "the Secret's value is empty or not UTF-8 text; the last good route stays",
     Reason.INLINE_KEY_REJECTED: "a ModelActivation may not carry an inline API key (use apiKeySecretRef)",
+    Reason.ENV_REFERENCE_REJECTED: "a value starts with os.environ/, which LiteLLM would read from its own "
+    "environment: never published; the last good route stays",
+    Reason.NESTED_TOO_DEEPLY: "the object is nested deeper than the controller reads; the last good route "
+    "stays",
     Reason.UNTRUSTED_ENDPOINT: "its endpoint is not an in-cluster Service URL: neither probed nor published",
     Reason.LITELLM_REJECTED: "LiteLLM rejected the write for good; it is retried when the input changes",
     Reason.LITELLM_UNAUTHORIZED: "LiteLLM refused the master key; writes resume once it is accepted again",
     Reason.UNEXPECTED_SHAPE: "the object has an unexpected shape and is left alone",
     Reason.CATALOG_TOO_LARGE: "the catalog outgrew one ConfigMap (1 MiB): apps keep the last written catalog",
     Reason.CONFLICT: "another source publishes the same name and wins (ModelActivation > ConfigMap > local)",
-    Reason.DUPLICATE_NAME: "models.json defines the name twice; only the first definition counts",
+    Reason.DUPLICATE_NAME: "models.json defines the name twice; the last definition counts",
     Reason.ID_COLLISION: "another item's route has the same LiteLLM id",
     Reason.ID_TAKEN: "the LiteLLM id is taken by a row the catalog does not own, which it never touches",
 }

@@ -92,7 +92,7 @@ class CatalogConfig:
                 "CATALOG_RUNTIME_HEALTH_SECONDS", d.runtime_health_seconds, minimum=1
             ),
             "litellm_master_key_secret": reader.dns(
-                "LITELLM_MASTER_KEY_SECRET", d.litellm_master_key_secret, _DNS_SUBDOMAIN
+                "LITELLM_MASTER_KEY_SECRET_NAME", d.litellm_master_key_secret, _DNS_SUBDOMAIN
             ),
         }
         if reader.error is not None:
@@ -119,7 +119,7 @@ class CatalogConfig:
             "AGENT_TEMPLATE_SYNC_ENABLED": str(self.agent_template_sync_enabled).lower(),
             "AGENT_TEMPLATE_NAMES": ",".join(self.agent_template_names),
             "CATALOG_RUNTIME_HEALTH_SECONDS": str(self.runtime_health_seconds),
-            "LITELLM_MASTER_KEY_SECRET": self.litellm_master_key_secret,
+            "LITELLM_MASTER_KEY_SECRET_NAME": self.litellm_master_key_secret,
         }
 
 

@@ -51,7 +51,9 @@ class Reason(StrEnum):
     ID_TAKEN = "IdTaken"
 
 
-# Reasons that describe bad input: the item's last good route stays published.
+# Reasons that describe bad input: the item's last good route stays published. SecretNotAllowed too: a last
+# good route never used a refused Secret (the master key, a token), and under a label-selected watch a
+# deleted provider Secret looks the same as one whose label was removed.
 KEEPS_LAST_GOOD: frozenset[Reason] = frozenset(
     {
         Reason.INVALID_JSON,

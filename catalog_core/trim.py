@@ -159,9 +159,13 @@ def stub(obj: Mapping[str, Any], reason: str, message: str) -> dict[str, Any]:
     """What is left of a rejected object: who it is, and why it was rejected."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    ident = {
+    ident: dict[str, Any] = {
         k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if isinstance(meta.get(k), str)
     }
+    labels = meta.get("labels")
+    if isinstance(labels, Mapping):
+        # which source an object belongs to (a FreeToken runtime, its activation) is told by its labels
+        ident["labels"] = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
     return {"metadata": ident, REJECTED: {"reason": reason, "message": message}}
 
 

@@ -24,9 +24,9 @@ MAX_NAME_LENGTH = 512
 # LiteLLM resolves a string of a DB model's litellm_params that starts with this from its own environment
 # (ProxyConfig._resolve_db_litellm_param): input must never be able to make it read its master key.
 ENV_REFERENCE_PREFIX = "os.environ/"
-# C0 and C1 controls, DEL and the Unicode line and paragraph separators: nothing a single-line value
-# (defaults.env, a ConfigMap key's value, a log line, a terminal) may hold.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators and the bidirectional overrides:
+# nothing a single-line value (defaults.env, a ConfigMap key's value, a log line, a terminal) may hold.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 class ModelType(StrEnum):
@@ -116,6 +116,14 @@ def name_problem(value: str) -> str | None:
     if problem is None and len(value) > MAX_NAME_LENGTH:
         return f"is longer than {MAX_NAME_LENGTH} characters"
     return problem
+
+
+def escaped(value: str) -> str:
+    """``value`` with what cannot be shown on one line (controls, lone surrogates) as escapes, bounded in
+    length: the name under which a rejected item is reported."""
+    text = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return text if len(text) <= MAX_NAME_LENGTH else text[: MAX_NAME_LENGTH - 3] + "..."
 
 
 def is_env_reference(value: str) -> bool:

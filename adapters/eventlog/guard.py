@@ -1,29 +1,17 @@
-"""A last line of defence before an event is written: nothing that looks like a secret value gets out.
+"""A last line of defence before an event is written: nothing the core should not have seen gets out.
 
-The adapters redact every raw object before it becomes an event
-(``catalog_core.redact``), so this should never find anything. If it does, an
-adapter skipped redaction: the value is replaced by a marker (the written event
-then differs from what the core saw, and a replay may diverge there, which is
-the lesser evil), counted, and never logged.
-
-What is checked:
-
-- a Secret (source ``secrets`` or ``kind: Secret``): every ``data`` value must be
-  a redaction marker; ``stringData`` and annotations must be gone;
-- any object: the ``kubectl.kubernetes.io/last-applied-configuration``
-  annotation (a verbatim copy of what was applied, Secret data included) and
-  ``managedFields`` must be gone;
-- ``models.json`` of the external models ConfigMap: inline API keys must be
-  markers, and text that is not JSON must have become the invalid-JSON marker;
-- a ModelActivation's ``spec.external``: inline API keys must be markers;
-- LiteLLM rows: only the whitelisted fields (``whitelist_row``), so no
-  ``litellm_params.api_key`` of any row.
+The adapters pass every raw object through ``catalog_core.redact.redact_for_source`` before it becomes an
+event (trimmed to the fields the core reads, secret values sealed by shape), so this should never find
+anything. It re-applies that same function, which is idempotent on its own output: an object that comes
+back different had skipped it, and the re-redacted form is written instead (the written event then
+differs from what the core saw, and a replay may diverge there, which is the lesser evil), counted, and
+never logged. It fails closed: an object the redaction cannot read (any exception) is written as a stub
+that only names it. LiteLLM rows keep only the whitelisted fields (``whitelist_row``), so no
+``litellm_params.api_key`` of any row.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,17 +25,9 @@ from catalog_core.events import (
     SourceKind,
     SourceListed,
 )
-from catalog_core.redact import (
-    INLINE_KEY_FIELDS,
-    INVALID_JSON_MARKER,
-    REDACTED,
-    load_json_text,
-    redacted_fingerprint,
-)
+from catalog_core.redact import redact_for_source
 from catalog_core.sources.litellm_row import whitelist_row
-
-STRIPPED = {REDACTED: "stripped-by-event-log"}
-_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+from catalog_core.trim import stub
 
 
 @attrs.frozen
@@ -84,109 +64,8 @@ def guard(event: Event) -> Guarded:
 
 
 def _object(source: SourceKind, obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
-    fixed: dict[str, Any] | None = None
-
-    def writable() -> dict[str, Any]:
-        nonlocal fixed
-        if fixed is None:
-            fixed = copy.deepcopy(dict(obj))
-        return fixed
-
-    n = 0
-    meta = obj.get("metadata")
-    if isinstance(meta, Mapping):
-        annotations = meta.get("annotations")
-        if isinstance(annotations, Mapping) and _LAST_APPLIED in annotations:
-            del writable()["metadata"]["annotations"][_LAST_APPLIED]
-            n += 1
-        if "managedFields" in meta:
-            del writable()["metadata"]["managedFields"]
-            n += 1
-    if source is SourceKind.SECRETS or obj.get("kind") == "Secret":
-        n += _secret(obj, writable)
-    elif source is SourceKind.EXTERNAL_MODELS:
-        n += _models_json(obj, writable)
-    elif source is SourceKind.MODEL_ACTIVATIONS:
-        n += _activation(obj, writable)
-    return (fixed if fixed is not None else obj), n
-
-
-def _secret(obj: Mapping[str, Any], writable: Any) -> int:
-    n = 0
-    if "stringData" in obj:
-        del writable()["stringData"]
-        n += 1
-    meta = obj.get("metadata")
-    if isinstance(meta, Mapping) and meta.get("annotations"):
-        writable()["metadata"].pop("annotations", None)
-        n += 1
-    data = obj.get("data")
-    if data is None:
-        return n
-    if not isinstance(data, Mapping):
-        writable()["data"] = {}
-        return n + 1
-    for key, value in data.items():
-        if redacted_fingerprint(value) is None:
-            writable()["data"][key] = dict(STRIPPED)
-            n += 1
-    return n
-
-
-def _inline_keys(definition: Any) -> list[tuple[str, ...]]:
-    """Paths of inline API keys in one external definition that are not redaction markers."""
-    found: list[tuple[str, ...]] = []
-    if not isinstance(definition, Mapping):
-        return found
-    for field in INLINE_KEY_FIELDS:
-        value = definition.get(field)
-        if value is not None and redacted_fingerprint(value) is None:
-            found.append((field,))
-    nested = definition.get("litellm")
-    if isinstance(nested, Mapping):
-        for field in INLINE_KEY_FIELDS:
-            value = nested.get(field)
-            if value is not None and redacted_fingerprint(value) is None:
-                found.append(("litellm", field))
-    return found
-
-
-def _strip_paths(definition: dict[str, Any], paths: list[tuple[str, ...]]) -> None:
-    for path in paths:
-        node = definition
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = dict(STRIPPED)
-
-
-def _models_json(obj: Mapping[str, Any], writable: Any) -> int:
-    data = obj.get("data")
-    text = data.get("models.json") if isinstance(data, Mapping) else None
-    if not isinstance(text, str) or text.startswith(INVALID_JSON_MARKER) or not text.strip():
-        return 0
-    doc, error = load_json_text(text)
-    if error is not None:
-        # Redaction turns unparsable text into a marker: raw text may hold keys in any shape.
-        writable()["data"]["models.json"] = INVALID_JSON_MARKER + "(content stripped by the event log)"
-        return 1
-    items = doc.get("models") if isinstance(doc, dict) else doc
-    if not isinstance(items, list):
-        return 0
-    n = 0
-    for item in items:
-        paths = _inline_keys(item)
-        if paths:
-            _strip_paths(item, paths)
-            n += len(paths)
-    if n:
-        writable()["data"]["models.json"] = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    return n
-
-
-def _activation(obj: Mapping[str, Any], writable: Any) -> int:
-    spec = obj.get("spec")
-    external = spec.get("external") if isinstance(spec, Mapping) else None
-    paths = _inline_keys(external)
-    if paths:
-        _strip_paths(writable()["spec"]["external"], paths)
-    return len(paths)
+    try:
+        clean = redact_for_source(source, obj).obj  # the values it finds are dropped, never kept
+    except Exception:  # fail closed: whatever it is, it is not written
+        return stub(obj, "StrippedByEventLog", "the event log could not redact this object"), 1
+    return (obj, 0) if clean == obj else (clean, 1)

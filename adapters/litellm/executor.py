@@ -54,6 +54,7 @@ from catalog_core.commands import (
 )
 from catalog_core.events import CommandCompleted, Event, Outcome
 from catalog_core.reasons import Reason
+from catalog_core.values import is_env_reference
 
 log = logging.getLogger("model_catalog.litellm")
 
@@ -237,6 +238,9 @@ class LiteLLMExecutor:
                     ),
                 )
         body = _body(command, api_key)
+        refused = _refusal(body, api_key, self._client.secrets_to_scrub())
+        if refused is not None:
+            return self._complete(command, refused)
 
         async with self._hooks.writing():
             if isinstance(command, UpdateLiteLLMModel):
@@ -305,6 +309,37 @@ class LiteLLMExecutor:
             reason=str(mapped.reason),
             detail=mapped.detail,
         )
+
+
+def _refusal(body: dict[str, Any], api_key: str | None, master: Sequence[str]) -> Mapped | None:
+    """Defense in depth behind the core's rules (contracts C.8): a row LiteLLM would resolve from its own
+    environment, or one that would carry its master key, is never sent, whatever produced it."""
+    if api_key is not None and api_key.strip() in {m.strip() for m in master if m}:
+        return Mapped(
+            Outcome.TERMINAL, Reason.SECRET_NOT_ALLOWED, "refused: the api key is LiteLLM's master key"
+        )
+    found = _env_reference(body, "")
+    if found is not None:
+        return Mapped(
+            Outcome.TERMINAL,
+            Reason.ENV_REFERENCE_REJECTED,
+            f"refused: {found} starts with os.environ/, which LiteLLM would read from its own environment",
+        )
+    return None
+
+
+def _env_reference(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return path or "a value" if is_env_reference(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        where = f"{path}.{key}" if path else str(key)
+        if isinstance(key, str) and is_env_reference(key):
+            return where
+        found = _env_reference(item, where)
+        if found is not None:
+            return found
+    return None
 
 
 def _body(

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
+from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
 from catalog_core.rules.routes import external_route, freetoken_route, kubeai_route
+from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import Candidate, CatalogState, DesiredRoute
-from catalog_core.values import ModelType, Source, parse_model_type
+from catalog_core.values import ModelType, Source, is_env_reference, parse_model_type
 
 KUBEAI = "kubeai/"
 EXTERNAL = "external/"
@@ -32,14 +36,52 @@ def item_source(item: str) -> Source:
 def candidate(state: CatalogState, item: str) -> Candidate | None:
     """None when the item does not exist (or is not a catalog item, e.g. a local activation)."""
     kind, _, key = item.partition("/")
-    if kind == "kubeai":
-        return _kubeai(state, item, key)
-    if kind == "external":
-        return _external(state, item, key)
-    if kind == "activation":
-        return _activation(state, item, key)
-    if kind == "freetoken":
-        return _freetoken(state, item, key)
+    build = _BUILDERS.get(kind)
+    if build is None:
+        return None
+    claim = build(state, item, key)
+    if claim is None or claim.route is None or claim.reason is not Reason.PUBLISHED:
+        return claim
+    # The last gate, whatever the source and field: LiteLLM resolves a string of litellm_params that
+    # starts with os.environ/ from its own environment (its master key, its DATABASE_URL).
+    field = env_reference_field(claim.route)
+    if field is not None:
+        return _with_last_good(
+            state,
+            attrs.evolve(claim, route=None),
+            Reason.ENV_REFERENCE_REJECTED,
+            f"{field} starts with os.environ/, which LiteLLM would read from its own environment",
+            claim.refs,
+        )
+    return claim
+
+
+def env_reference_field(route: DesiredRoute) -> str | None:
+    """The first field of ``route`` LiteLLM would resolve from its environment, or None."""
+    if is_env_reference(route.model_name):
+        return "model_name"
+    for part, value in (("litellm_params", route.litellm_params), ("model_info", route.model_info)):
+        found = _env_reference_in(value.value(), part)
+        if found is not None:
+            return found
+    return None
+
+
+def _env_reference_in(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if is_env_reference(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and is_env_reference(key):
+                return f"{path}.{key}"
+            found = _env_reference_in(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _env_reference_in(item, f"{path}[{index}]")
+            if found is not None:
+                return found
     return None
 
 
@@ -62,6 +104,9 @@ def _kubeai(state: CatalogState, item: str, name: str) -> Candidate | None:
     base = Candidate(
         item, Source.KUBEAI, model.name, model.uid, None, Reason.PUBLISHED, warnings=model.warnings
     )
+    if model.problem is not None and model.problem.reason is Reason.NESTED_TOO_DEEPLY:
+        # unreadable, so its readiness is unknown: bad input keeps the last good route
+        return _with_last_good(state, base, model.problem.reason, model.problem.message)
     if not model.ready:
         return _with_last_good(
             state, base, Reason.NOT_READY, "status.replicas.ready is not a positive number"
@@ -71,51 +116,81 @@ def _kubeai(state: CatalogState, item: str, name: str) -> Candidate | None:
     return attrs.evolve(base, route=kubeai_route(model, item, state.config))
 
 
-def _resolve_key(
-    state: CatalogState, spec: SecretKeyRef | InlineKey | None, for_activation: bool
-) -> tuple[ApiKeyRef | None, Reason | None, str, tuple[str, ...]]:
+_HOW_TO_ALLOW = (
+    "to allow it, label it: kubectl label secret -n {ns} {name} "
+    f"{PROVIDER_SECRET_LABEL}=true (or name it {PROVIDER_SECRET_PREFIX}*)"
+)
+_KeyResolution = tuple[ApiKeyRef | None, Reason | None, str, tuple[str, ...]]
+
+
+def _inline_key(fp: str) -> _KeyResolution:
+    why = invalid_value(fp)
+    if why is None:
+        return InlineKeyRef(fp), None, "", ()
+    if fp == ENV_REFERENCE:
+        return None, Reason.ENV_REFERENCE_REJECTED, f"the inline API key {why}", ()
+    if fp == TOO_MANY:
+        return None, Reason.INLINE_KEY_REJECTED, f"the inline API key {why}", ()
+    return None, Reason.INVALID_FIELD, f"the inline API key {why}", ()
+
+
+def _resolve_key(state: CatalogState, spec: SecretKeyRef | InlineKey | None) -> _KeyResolution:
+    """The key a route sends, or why there is none. Every Secret reference, whatever its source, passes
+    the same allow-list (contracts C.8): whoever edits models.json or a ModelActivation must not be able to
+    make the controller hand out a Secret its author could not read."""
     if spec is None:
         return None, None, "", ()
     if isinstance(spec, InlineKey):
-        return InlineKeyRef(spec.fingerprint), None, "", ()
+        return _inline_key(spec.fingerprint)
     refs = (f"secret/{spec.name}",)
     ns = state.config.namespace
-    if spec.name not in state.observed.secrets_scope:
-        return None, Reason.PENDING, f"waiting for Secret {ns}/{spec.name} to be read", refs
-    secret = state.observed.secrets.get(spec.name)
-    if secret is None:
-        if for_activation and not allowed_by_name(spec.name):
-            return (
-                None,
-                Reason.SECRET_NOT_ALLOWED,
-                f"Secret {ns}/{spec.name} does not exist or is not a model-provider Secret "
-                "(label appliance.magicstick.dev/model-provider-secret=true or name ai-model-provider-*)",
-                refs,
-            )
-        return None, Reason.SECRET_NOT_FOUND, f"Secret {ns}/{spec.name} not found", refs
-    if for_activation and not secret.allowed_for_activations:
+    what = f"Secret {ns}/{spec.name}"
+    if spec.name == state.config.litellm_master_key_secret:
+        # Not even read: the reference alone is refused, so no label can make it a provider Secret.
         return (
             None,
             Reason.SECRET_NOT_ALLOWED,
-            f"Secret {ns}/{spec.name} is not a model-provider Secret "
-            "(label appliance.magicstick.dev/model-provider-secret=true or name ai-model-provider-*)",
+            f"{what} holds the LiteLLM master key and is never handed out as a provider key",
             refs,
         )
+    how = _HOW_TO_ALLOW.format(ns=ns, name=spec.name)
+    if spec.name not in state.observed.secrets_scope:
+        return None, Reason.PENDING, f"waiting for {what} to be read", refs
+    secret = state.observed.secrets.get(spec.name)
+    if secret is None:
+        if not allowed_by_name(spec.name):
+            return (
+                None,
+                Reason.SECRET_NOT_ALLOWED,
+                f"{what} does not exist or is not a model-provider Secret; {how}",
+                refs,
+            )
+        return None, Reason.SECRET_NOT_FOUND, f"{what} not found", refs
+    if secret.service_account_token:
+        return (
+            None,
+            Reason.SECRET_NOT_ALLOWED,
+            f"{what} is a ServiceAccount token Secret, which is never handed out, even if labelled",
+            refs,
+        )
+    if not secret.allowed:
+        return None, Reason.SECRET_NOT_ALLOWED, f"{what} is not a model-provider Secret; {how}", refs
     if spec.key not in secret.keys:
-        return None, Reason.SECRET_KEY_NOT_FOUND, f"Secret {ns}/{spec.name} has no key {spec.key!r}", refs
-    key = SecretKey(
-        ns, spec.name, spec.key, secret.uid, secret.resource_version, secret.fingerprint(spec.key)
-    )
+        return None, Reason.SECRET_KEY_NOT_FOUND, f"{what} has no key {spec.key!r}", refs
+    fp = secret.fingerprint(spec.key)
+    why = invalid_value(fp)
+    if why is not None:
+        reason = Reason.ENV_REFERENCE_REJECTED if fp == ENV_REFERENCE else Reason.SECRET_VALUE_INVALID
+        return None, reason, f"the value of key {spec.key!r} of {what} {why}", refs
+    key = SecretKey(ns, spec.name, spec.key, secret.uid, secret.resource_version, fp)
     return key, None, "", refs
 
 
-def _external_claim(
-    state: CatalogState, base: Candidate, model: ExternalModel, source: Source, for_activation: bool
-) -> Candidate:
+def _external_claim(state: CatalogState, base: Candidate, model: ExternalModel, source: Source) -> Candidate:
     if not model.enabled:
         return _with_last_good(state, base, Reason.DISABLED, "enabled is false")
     base = attrs.evolve(base, warnings=model.warnings)
-    api_key, reason, message, refs = _resolve_key(state, model.api_key, for_activation)
+    api_key, reason, message, refs = _resolve_key(state, model.api_key)
     if reason is not None:
         return _with_last_good(state, base, reason, message, refs)
     route = external_route(model, base.item, source, api_key)
@@ -131,7 +206,7 @@ def _external(state: CatalogState, item: str, name: str) -> Candidate | None:
         problem = entry.problem
         reason = problem.reason if problem else Reason.INVALID_FIELD
         return _with_last_good(state, base, reason, problem.message if problem else "")
-    return _external_claim(state, base, entry.model, Source.EXTERNAL, for_activation=False)
+    return _external_claim(state, base, entry.model, Source.EXTERNAL)
 
 
 def _activation(state: CatalogState, item: str, name: str) -> Candidate | None:
@@ -149,7 +224,7 @@ def _activation(state: CatalogState, item: str, name: str) -> Candidate | None:
         return _with_last_good(
             state, base, reason, problem.message if problem else "spec.external is required"
         )
-    return _external_claim(state, base, activation.external, Source.ACTIVATION, for_activation=True)
+    return _external_claim(state, base, activation.external, Source.ACTIVATION)
 
 
 def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
@@ -193,6 +268,9 @@ def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
     if not activation.active:
         reason = Reason.DELETING if activation.deleting else Reason.ACTIVATION_DISABLED
         return _with_last_good(state, base, reason, f"ModelActivation {activation.name} is not active", refs)
+    if runtime.problem is not None and runtime.problem.reason is Reason.NESTED_TOO_DEEPLY:
+        # unreadable, so its readiness is unknown: bad input keeps the last good route
+        return _with_last_good(state, base, runtime.problem.reason, runtime.problem.message, refs)
     if not runtime.ready:
         return _with_last_good(state, base, Reason.NOT_READY, runtime.not_ready_because, refs)
     if runtime.problem is not None:
@@ -243,3 +321,11 @@ def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
 def _service_of(url: str) -> str | None:
     match = _ENDPOINT.match(url.strip())
     return match.group(2).split(".")[0] if match else None
+
+
+_BUILDERS: dict[str, Callable[[CatalogState, str, str], Candidate | None]] = {
+    "kubeai": _kubeai,
+    "external": _external,
+    "activation": _activation,
+    "freetoken": _freetoken,
+}

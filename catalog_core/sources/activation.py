@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
-from catalog_core.sources.common import Problem
+from catalog_core.sources.common import Problem, checked_name, unreadable
 from catalog_core.sources.external import ExternalModel, parse_definition
 
 
@@ -33,6 +33,11 @@ class ModelActivation:
         name = raw.name_of(obj)
         if not name:
             return None
+        name, name_problem = checked_name(name)
+        stub = unreadable(obj)
+        if stub is not None:
+            # Unreadable: its kind is unknown, so it is treated as external (a local one has no item to keep)
+            return cls(name, raw.uid_of(obj), "external", True, False, None, problem=stub)
         spec = raw.mapping(obj, "spec")
         kind = spec.get("type")
         kind = kind.strip().lower() if isinstance(kind, str) else ""
@@ -48,6 +53,8 @@ class ModelActivation:
                 model_type_hint=hint,
             )
             external, problem = parsed.model, parsed.problem
+        if name_problem is not None:
+            external, problem = None, name_problem
         return cls(
             name=name,
             uid=raw.uid_of(obj),

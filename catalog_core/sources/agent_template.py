@@ -9,7 +9,7 @@ import attrs
 
 from catalog_core import raw
 from catalog_core.jsonval import Json
-from catalog_core.sources.common import APPINSTANCE_LABEL
+from catalog_core.sources.common import APPINSTANCE_LABEL, unreadable
 
 _PATH = ("spec", "config", "provider", "litellm")
 
@@ -31,7 +31,8 @@ class AgentTemplateInfo:
         if not name:
             return None
         labels = raw.string_map(obj, "metadata", "labels")
-        problem: str | None = None
+        stub = unreadable(obj)
+        problem: str | None = stub.message if stub is not None else None
         node: Any = obj
         for depth, field in enumerate(_PATH):
             node = node.get(field) if isinstance(node, Mapping) else None

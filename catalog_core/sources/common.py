@@ -9,7 +9,8 @@ from typing import Any
 import attrs
 
 from catalog_core.reasons import Reason
-from catalog_core.values import COMPUTE_TARGETS, MAX_TOKENS, FieldError, positive_int
+from catalog_core.trim import rejection
+from catalog_core.values import COMPUTE_TARGETS, MAX_TOKENS, FieldError, escaped, name_problem, positive_int
 
 ANNOTATION_PREFIX = "ai-appliance.io/"
 CONTEXT_WINDOW_ANNOTATION = "ai-appliance.io/context-window"
@@ -77,3 +78,22 @@ def compute_target(annotations: Mapping[str, Any], fields: OptionalFields) -> st
         return target.strip().lower()
     fields.drop(COMPUTE_TARGET_ANNOTATION, f"must be one of {', '.join(COMPUTE_TARGETS)}; ignored")
     return None
+
+
+def unreadable(obj: Mapping[str, Any]) -> Problem | None:
+    """The problem of an object the adapters could not read whole (a stub left by catalog_core.trim)."""
+    found = rejection(obj)
+    if found is None:
+        return None
+    reason, message = found
+    known = reason in Reason._value2member_map_
+    return Problem(Reason(reason) if known else Reason.NESTED_TOO_DEEPLY, message)
+
+
+def checked_name(name: str, field: str = "metadata.name") -> tuple[str, Problem | None]:
+    """A name, or its escaped form and the problem when it cannot be published (one line, printable,
+    valid Unicode, bounded length). Names from the API server always pass; files given to render may not."""
+    why = name_problem(name)
+    if why is None:
+        return name, None
+    return escaped(name), Problem(Reason.INVALID_FIELD, f"{field} {why}")

@@ -17,14 +17,29 @@ from catalog_core.reasons import Reason
 from catalog_core.redact import (
     INLINE_KEY_FIELDS,
     INVALID_JSON_MARKER,
+    NOT_A_STRING,
+    classify,
     fingerprint,
     load_json_text,
     redacted_fingerprint,
 )
 from catalog_core.sources.common import FieldWarning, OptionalFields, Problem
-from catalog_core.values import MAX_RATE, MAX_TOKENS, FieldError, ModelType, parse_model_type
+from catalog_core.values import (
+    MAX_RATE,
+    MAX_TOKENS,
+    FieldError,
+    ModelType,
+    is_env_reference,
+    name_problem,
+    parse_model_type,
+    text_problem,
+)
 
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a DNS subdomain
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+_ENV_WHY = "starts with os.environ/, which LiteLLM would read from its own environment"
+MAX_VALUE_LENGTH = 4096  # a model id, URL, API version or provider name is far shorter
 
 
 @attrs.frozen
@@ -91,7 +106,13 @@ def parse_definition(
         if not isinstance(raw_name, str) or not raw_name.strip():
             return ExternalItem("?", None, Problem(Reason.MISSING_FIELD, "name is required"))
         name = raw_name.strip()
+        why = name_problem(name)
+        if why is not None:
+            # Reported under its position: the name itself cannot be shown or published as it is.
+            return ExternalItem("?", None, Problem(Reason.INVALID_FIELD, f"name {why}"))
     problems: list[tuple[Reason, str]] = []
+    if is_env_reference(name):
+        problems.append((Reason.ENV_REFERENCE_REJECTED, f"name {_ENV_WHY}"))
     optional = OptionalFields()
 
     def text(*paths: tuple[str, ...], required: bool = True) -> str | None:
@@ -104,6 +125,13 @@ def parse_definition(
                 problems.append((Reason.INVALID_FIELD, f"{field} must be a string"))
             else:
                 optional.drop(field, "must be a string; ignored")
+            return None
+        if is_env_reference(value):
+            problems.append((Reason.ENV_REFERENCE_REJECTED, f"{field} {_ENV_WHY}"))
+            return None
+        why = text_problem(value) if len(value) <= MAX_VALUE_LENGTH else f"is longer than {MAX_VALUE_LENGTH}"
+        if why is not None:
+            problems.append((Reason.INVALID_FIELD, f"{field} {why}"))
             return None
         return value.strip() or None
 
@@ -147,6 +175,7 @@ def parse_definition(
     if problems:
         # The most specific reason first: a secret problem tells the user more than a missing field.
         order = [
+            Reason.ENV_REFERENCE_REJECTED,
             Reason.INLINE_KEY_REJECTED,
             Reason.SECRET_NOT_ALLOWED,
             Reason.MISSING_FIELD,
@@ -188,6 +217,12 @@ def _api_key(
         if not isinstance(name, str) or not name.strip() or not isinstance(key, str) or not key.strip():
             problems.append((Reason.INVALID_FIELD, "apiKeySecretRef needs string name and key"))
             return None
+        if not _SECRET_NAME.match(name.strip()):
+            problems.append((Reason.INVALID_FIELD, "apiKeySecretRef.name is not a valid Secret name"))
+            return None
+        if not _SECRET_KEY.match(key.strip()):
+            problems.append((Reason.INVALID_FIELD, "apiKeySecretRef.key is not a valid Secret key"))
+            return None
         if ns is not None and ns != namespace:
             reason = Reason.INVALID_FIELD if inline_keys_allowed else Reason.SECRET_NOT_ALLOWED
             problems.append((reason, f"apiKeySecretRef must name a Secret in namespace {namespace}"))
@@ -202,13 +237,15 @@ def _api_key(
                 (Reason.INLINE_KEY_REJECTED, "inline API keys are not allowed here; use apiKeySecretRef")
             )
             return None
+        # Normally already sealed by the adapter; a raw value (a test, a hand-made event) is classified the
+        # same way. An unusable key (empty, os.environ/...) is refused by the rules with its own reason.
         fp = redacted_fingerprint(value)
-        if fp is not None:
-            return InlineKey(fp)
-        if isinstance(value, str):
-            return InlineKey(fingerprint(value))
-        problems.append((Reason.INVALID_FIELD, f"{'.'.join(path)} must be a string"))
-        return None
+        if fp is None:
+            fp = classify(value) or fingerprint(value)
+        if fp == NOT_A_STRING:
+            problems.append((Reason.INVALID_FIELD, f"{'.'.join(path)} must be a string"))
+            return None
+        return InlineKey(fp)
     return None
 
 

@@ -19,7 +19,9 @@ from catalog_core.sources.common import (
     FieldWarning,
     OptionalFields,
     Problem,
+    checked_name,
     compute_target,
+    unreadable,
 )
 from catalog_core.values import compute_target_from_profile
 
@@ -51,11 +53,20 @@ class FreeTokenRuntime:
         labels = raw.string_map(obj, "metadata", "labels")
         if not name or labels.get(RUNTIME_LABEL, "").strip().lower() != FREETOKEN:
             return None
+        name, problem = checked_name(name)
+        activation = labels.get(ACTIVATION_LABEL, "").strip() or None
+        if activation is not None:
+            activation, activation_problem = checked_name(activation, f"label {ACTIVATION_LABEL}")
+            problem = problem or activation_problem
+        stub = unreadable(obj)
+        if stub is not None:
+            return cls(
+                name, raw.uid_of(obj), activation, None, False, stub.message, FREETOKEN, "cpu", problem=stub
+            )
         annotations = raw.string_map(obj, "metadata", "annotations")
         ready, why = _ready_gate(obj)
         fields = OptionalFields()
         target = compute_target(annotations, fields)
-        activation = labels.get(ACTIVATION_LABEL, "").strip() or None
         return cls(
             name=name,
             uid=raw.uid_of(obj),
@@ -70,6 +81,7 @@ class FreeTokenRuntime:
             ),
             max_output_tokens=fields.limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION),
             max_num_seqs=fields.limit(annotations.get(MAX_NUM_SEQS_ANNOTATION), MAX_NUM_SEQS_ANNOTATION),
+            problem=problem,
             warnings=fields.warnings,
         )
 

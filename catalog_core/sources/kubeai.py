@@ -17,7 +17,9 @@ from catalog_core.sources.common import (
     FieldWarning,
     OptionalFields,
     Problem,
+    checked_name,
     compute_target,
+    unreadable,
 )
 from catalog_core.values import (
     ModelType,
@@ -56,6 +58,10 @@ class KubeAIModel:
         name = name.strip() if isinstance(name, str) else ""
         if not name:
             return None
+        name, problem = checked_name(name)
+        stub = unreadable(obj)
+        if stub is not None:
+            return cls(name, _uid(meta), False, ModelType.CHAT, (), "vllm", "cpu", problem=stub)
         annotations = meta.get("annotations")
         annotations = annotations if isinstance(annotations, dict) else {}
         spec = obj.get("spec")
@@ -88,10 +94,9 @@ class KubeAIModel:
         if target is None:
             profile = spec.get("resourceProfile")
             target = compute_target_from_profile(profile if isinstance(profile, str) else "")
-        uid = meta.get("uid")
         return cls(
             name=name,
-            uid=uid if isinstance(uid, str) else "",
+            uid=_uid(meta),
             ready=ready,
             model_type=kubeai_model_type(features, name),
             features=features,
@@ -100,8 +105,14 @@ class KubeAIModel:
             context_window=context,
             max_output_tokens=max_output,
             max_num_seqs=max_num_seqs,
+            problem=problem,
             warnings=fields.warnings,
         )
+
+
+def _uid(meta: Mapping[str, Any]) -> str:
+    uid = meta.get("uid")
+    return uid if isinstance(uid, str) else ""
 
 
 def _flag_value(args: list[str], flag: re.Pattern[str]) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
-from catalog_core.redact import redacted_fingerprint
+from catalog_core.redact import SERVICE_ACCOUNT_TOKEN, redacted_fingerprint
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 
 
@@ -20,9 +20,10 @@ class SecretInfo:
     provider_label: bool
     keys: frozenset[str]
     fingerprints: tuple[tuple[str, str], ...]
+    service_account_token: bool = False  # never handed out, whatever its labels (contracts C.8)
 
     @property
-    def allowed_for_activations(self) -> bool:
+    def allowed(self) -> bool:
         """Contracts C.8: labelled model-provider-secret=true, or named ai-model-provider-*."""
         return self.provider_label or self.name.startswith(PROVIDER_SECRET_PREFIX)
 
@@ -46,6 +47,7 @@ class SecretInfo:
             ),
             keys=frozenset(k for k, _ in fps),
             fingerprints=fps,
+            service_account_token=obj.get("type") == SERVICE_ACCOUNT_TOKEN,
         )
 
 

@@ -83,7 +83,9 @@ def test_rejected_items_warn_but_succeed(example):
     assert "InvalidField: groq-llama" in example.stderr
     routes = {r["name"]: r for r in json.loads(example.stdout)["routes"]}
     assert routes["borrowed-key"]["state"] == "error"
-    assert routes["groq-llama"]["reason"] == "SecretNotFound"
+    assert routes["groq-llama"]["reason"] == "SecretNotAllowed"  # missing, or not on the allow-list
+    assert "kubectl label secret -n ai groq-credentials" in routes["groq-llama"]["message"]
+    assert "master key" in routes["borrowed-key"]["message"]
     # tpm "lots" is dropped with a warning (contracts A.8); the missing Secret is what withholds it
     assert [w["field"] for w in routes["groq-llama"]["warnings"]] == ["tpm"]
 

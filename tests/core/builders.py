@@ -48,13 +48,17 @@ def external_configmap(
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(name), "data": {"models.json": text}}
 
 
+PROVIDER_LABELS = {"appliance.magicstick.dev/model-provider-secret": "true"}
+
+
 def secret(
     name: str, data: dict[str, str], *, labels: dict[str, str] | None = None, rv: str = "1"
 ) -> dict[str, Any]:
+    """A model-provider Secret (labelled, contracts C.8) unless ``labels`` says otherwise."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(name, labels=labels, resourceVersion=rv),
+        "metadata": _meta(name, labels=PROVIDER_LABELS if labels is None else labels, resourceVersion=rv),
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
 

@@ -38,7 +38,11 @@ def external_item(draw: st.DrawFn) -> Any:
     item: dict[str, Any] = {"name": draw(names), "model": draw(st.sampled_from(["openai/a", "groq/b", 5]))}
     if draw(st.booleans()):
         item["apiKeySecretRef"] = {
-            "name": draw(st.sampled_from(["openai", "missing", "ai-model-provider-m"])),
+            "name": draw(
+                st.sampled_from(
+                    ["openai", "missing", "ai-model-provider-m", "unlabelled", "litellm-masterkey-secret"]
+                )
+            ),
             "key": "apiKey",
         }
     elif draw(st.booleans()):
@@ -65,7 +69,11 @@ def activation(draw: st.DrawFn) -> dict[str, Any]:
     external = None
     if kind == "external":
         external = {"model": "mistral/large"}
-        ref = draw(st.sampled_from([None, "ai-model-provider-m", "openai", "litellm-master-key", "labelled"]))
+        ref = draw(
+            st.sampled_from(
+                [None, "ai-model-provider-m", "openai", "litellm-masterkey-secret", "labelled", "unlabelled"]
+            )
+        )
         if ref:
             external["apiKeySecretRef"] = {"name": ref, "key": "apiKey"}
         elif draw(st.booleans()):
@@ -97,7 +105,9 @@ def secrets() -> list[dict[str, Any]]:
         b.secret("openai", {"apiKey": CANARY + "-openai"}),
         b.secret("ai-model-provider-m", {"apiKey": CANARY + "-m"}),
         b.secret("labelled", {"apiKey": CANARY + "-l"}, labels=labels),
-        b.secret("litellm-master-key", {"apiKey": CANARY + "-master"}),
+        b.secret("unlabelled", {"apiKey": CANARY + "-u"}, labels={}),
+        # the master key Secret, labelled by mistake: still never handed out (contracts C.8)
+        b.secret("litellm-masterkey-secret", {"apiKey": CANARY + "-master"}),
     ]
 
 

@@ -138,18 +138,27 @@ def test_duplicate_names_last_definition_wins_and_the_earlier_is_a_conflict():
 
 
 def test_missing_secret_and_missing_key():
+    by_name = {"name": "ai-model-provider-openai", "key": "apiKey"}
     c = Cluster()
     c.start(
         b.external_configmap(
-            [OPENAI, OPENAI | {"name": "other", "apiKeySecretRef": {"name": "s2", "key": "nope"}}]
+            [
+                OPENAI,
+                OPENAI | {"name": "by-name", "apiKeySecretRef": by_name},
+                OPENAI | {"name": "other", "apiKeySecretRef": {"name": "s2", "key": "nope"}},
+            ]
         ),
         b.secret("s2", {"apiKey": "v"}),
     )
-    assert c.record("gpt-4o")["reason"] == "SecretNotFound"
+    # a name off the allow-list that is not seen may be missing or unlabelled: the message says both
+    assert c.record("gpt-4o")["reason"] == "SecretNotAllowed"
+    assert "does not exist or is not a model-provider Secret" in c.record("gpt-4o")["message"]
+    assert c.record("by-name")["reason"] == "SecretNotFound"  # allowed by its name: simply missing
     assert c.record("other")["reason"] == "SecretKeyNotFound"
     assert c.model_ids() == []
     c.apply(b.secret("openai", {"apiKey": "v"}))
-    assert c.model_ids() == ["gpt-4o"]
+    c.apply(b.secret("ai-model-provider-openai", {"apiKey": "v"}, labels={}))
+    assert c.model_ids() == ["by-name", "gpt-4o"]
 
 
 def test_deleting_the_secret_keeps_the_last_good_route():
@@ -157,7 +166,7 @@ def test_deleting_the_secret_keeps_the_last_good_route():
     c.start(b.external_configmap([OPENAI]), b.secret("openai", {"apiKey": "v"}))
     c.delete(b.secret("openai", {"apiKey": "v"}))
     assert "ai-appliance-external-gpt-4o" in c.world.rows
-    assert c.record("gpt-4o")["reason"] == "SecretNotFound"
+    assert c.record("gpt-4o")["reason"] == "SecretNotAllowed"  # deleted, or its label removed
     assert c.record("gpt-4o")["servingLastGood"] is True
 
 
@@ -215,32 +224,18 @@ def test_activation_secret_allow_list():
             "by-name", external={"model": "x", "apiKeySecretRef": {"name": "ai-model-provider-x", "key": "k"}}
         ),
         b.activation(
-            "master", external={"model": "x", "apiKeySecretRef": {"name": "litellm-master-key", "key": "k"}}
+            "other", external={"model": "x", "apiKeySecretRef": {"name": "some-app-secret", "key": "k"}}
         ),
         b.secret("labelled", {"k": "v"}, labels=PROVIDER),
-        b.secret("ai-model-provider-x", {"k": "v"}),
-        b.secret("litellm-master-key", {"k": "sk-master-canary"}),
+        b.secret("ai-model-provider-x", {"k": "v"}, labels={}),
+        b.secret("some-app-secret", {"k": "sk-app-canary"}, labels={}),
     )
     assert c.model_ids() == ["by-label", "by-name"]
-    rec = c.record("master")
+    rec = c.record("other")
     assert (rec["state"], rec["reason"]) == ("error", "SecretNotAllowed")
     assert any(
         e.reason == "SecretNotAllowed" and e.involved.kind == "ModelActivation" for e in c.world.events
     )
-    # the Secret was never read: the watch asked for provider-labelled Secrets only
-    assert "sk-master-canary" not in repr(c.state)
-    watch = next(x for x in c.commands if type(x).__name__ == "WatchSecrets")
-    assert {(w.name, w.provider_only) for w in watch.secrets} == {
-        ("labelled", True),
-        ("ai-model-provider-x", False),
-        ("litellm-master-key", True),
-    }
-
-
-def test_configmap_may_use_any_secret_in_the_namespace():
-    c = Cluster()
-    c.start(b.external_configmap([OPENAI]), b.secret("openai", {"apiKey": "v"}))
-    assert c.model_ids() == ["gpt-4o"]
 
 
 def test_inline_key_in_activation_is_rejected():
@@ -292,17 +287,16 @@ def test_limits_litellm_fills_in_are_not_mistaken_for_ours():
     assert type(commands[0]).__name__ == "UpdateLiteLLMModel"
 
 
-def test_a_secret_watched_for_an_activation_is_widened_when_models_json_uses_it_too():
-    """Regression (found by the order-independence property while building the fault suite): a Secret
-    first referenced only by a ModelActivation is watched label-filtered (provider Secrets only); when a
-    models.json item then referenced the same unlabelled Secret, the set of names was unchanged, so the
-    watch was never widened and the item stayed SecretNotFound although the Secret exists."""
+def test_a_secret_referenced_by_both_sources_follows_one_allow_list():
+    """Before issue 12, models.json could use any Secret and only activations were held to the allow-list
+    (the watch was widened for models.json). Now both sources see the same answer."""
     ref = {"name": "openai", "key": "apiKey"}
     c = Cluster()
-    c.start(b.secret("openai", {"apiKey": "sk-1"}))
+    c.start(b.secret("openai", {"apiKey": "sk-1"}, labels={}))
     c.apply(b.activation("act", external={"model": "mistral/large", "apiKeySecretRef": ref}))
     assert c.record("act")["reason"] == "SecretNotAllowed"
     c.apply(b.external_configmap([{"name": "qwen", "model": "openai/a", "apiKeySecretRef": ref}]))
-    assert c.record("qwen")["state"] == "published"
-    assert "ai-appliance-external-qwen" in c.world.rows
-    assert c.record("act")["reason"] == "SecretNotAllowed"  # the wider watch does not let activations use it
+    assert c.record("qwen")["reason"] == "SecretNotAllowed"
+    assert c.world.rows == {}
+    c.apply(b.secret("openai", {"apiKey": "sk-1"}, rv="2"))  # labelled
+    assert c.model_ids() == ["act", "qwen"]

@@ -343,7 +343,7 @@ def test_secret_info_holds_fingerprints_not_values():
     )
     info = SecretInfo.from_k8s(red.obj)
     assert info.keys == frozenset({"apiKey"})
-    assert info.allowed_for_activations
+    assert info.allowed and not info.service_account_token
     assert "sk-value" not in repr(info)
     assert info.fingerprint("apiKey").startswith("fp1:")
 

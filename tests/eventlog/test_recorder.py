@@ -320,7 +320,7 @@ def test_the_thread_writer_keeps_the_loop_free(tmp_path: Path) -> None:
 def test_an_event_that_cannot_be_encoded_is_dropped_not_raised(tmp_path: Path) -> None:
     shell, appliance, recorder = _appliance(tmp_path)
     _run(appliance, 20)
-    odd = ObjectUpserted(SourceKind.PODS, {"metadata": {"name": "p", "creationTimestamp": datetime.now(UTC)}})
+    odd = ObjectUpserted(SourceKind.PODS, {"metadata": {"name": "p", "labels": {"t": datetime.now(UTC)}}})
     recorder.record(odd, step(shell.state, odd))  # a datetime is not JSON: it would come back as a string
     shell.state = step(shell.state, odd).state
     _run(appliance, 20)
@@ -383,7 +383,8 @@ def _big_pods(recorder: Recorder, shell_state: Any, count: int, size: int, first
     """Record ``count`` upserts of a pod carrying ``size`` bytes of padding; returns the state after."""
     state = shell_state
     for i in range(first, first + count):
-        pod = ObjectUpserted(SourceKind.PODS, {"metadata": {"name": f"p{i}"}, "spec": {"pad": "x" * size}})
+        # padding in a field the event log keeps of a Pod (its labels; spec is trimmed away)
+        pod = ObjectUpserted(SourceKind.PODS, {"metadata": {"name": f"p{i}", "labels": {"pad": "x" * size}}})
         transition = step(state, pod)
         recorder.record(pod, transition)
         state = transition.state

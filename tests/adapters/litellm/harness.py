@@ -35,7 +35,7 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.fold import step
-from catalog_core.redact import redact_configmap, redact_secret
+from catalog_core.redact import redact_configmap, redact_for_source, redact_secret
 from catalog_core.simulate import SimulatedWorld
 from catalog_core.state import CatalogState, initial_state
 from tests.adapters.litellm.conftest import Peer
@@ -70,11 +70,23 @@ def kubeai_object(
     }
 
 
-def secret_object(name: str, data: Mapping[str, str]) -> dict[str, Any]:
+PROVIDER_LABELS = {"appliance.magicstick.dev/model-provider-secret": "true"}
+
+
+def secret_object(
+    name: str, data: Mapping[str, str], labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A model-provider Secret (labelled, contracts C.8) unless ``labels`` says otherwise."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "labels": dict(PROVIDER_LABELS if labels is None else labels),
+        },
         "stringData": dict(data),
     }
 
@@ -91,6 +103,7 @@ class Harness:
     now: float = 1000.0
     kubeai: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     external: list[dict[str, Any]] = attrs.field(factory=list)
+    activations: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     executed: list[Command] = attrs.field(factory=list)  # LiteLLM commands, in order
     outcomes: list[CommandCompleted] = attrs.field(factory=list)
     observed: list[Event] = attrs.field(factory=list)  # what the observer sent (filtered)
@@ -118,8 +131,19 @@ class Harness:
         self.external = [m for m in self.external if m["name"] != name] + [{"name": name, **fields}]
         return name
 
-    def add_secret(self, name: str, data: Mapping[str, str]) -> None:
-        redacted = redact_secret(secret_object(name, data))
+    def add_activation(self, suffix: str, **external: Any) -> str:
+        """An external ModelActivation (contracts A.3)."""
+        name = self.peer.name(suffix)
+        self.activations[name] = {
+            "apiVersion": "appliance.magicstick.dev/v1alpha1",
+            "kind": "ModelActivation",
+            "metadata": {"name": name, "namespace": "ai-system", "uid": f"uid-{name}"},
+            "spec": {"type": "external", "external": external},
+        }
+        return name
+
+    def add_secret(self, name: str, data: Mapping[str, str], labels: Mapping[str, str] | None = None) -> None:
+        redacted = redact_secret(secret_object(name, data, labels))
         self.vault.replace_secret(NAMESPACE, name, redacted.secrets)
         self.world.secrets[name] = redacted.obj
 
@@ -139,6 +163,9 @@ class Harness:
                 redacted = redact_configmap(configmap, "models.json")
                 self.vault.update(redacted.secrets)
                 events.append(SourceListed(kind, (redacted.obj,)))
+            elif kind is SourceKind.MODEL_ACTIVATIONS:
+                listed = (redact_for_source(kind, a) for a in self.activations.values())
+                events.append(SourceListed(kind, tuple(r.obj for r in listed)))
             elif kind is not SourceKind.SECRETS:
                 events.append(SourceListed(kind, ()))
         return events
@@ -238,6 +265,8 @@ class Harness:
     async def rows(self) -> dict[str, dict[str, Any]]:
         """This test's rows on the peer, by id, as /model/info shows them."""
         answer = await self.client.info()
+        if answer.status == 500 and "not loaded" in json.dumps(answer.body):
+            return {}  # LiteLLM with no model at all (observer.py reads it the same way)
         assert answer.status == 200, answer
         return {
             r["model_info"]["id"]: r
