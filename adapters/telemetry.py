@@ -95,6 +95,10 @@ class Telemetry:
         self._commands = meter.create_counter(
             "model_catalog_commands", description="Commands executed, by kind and outcome"
         )
+        self._step_failures = meter.create_counter(
+            "model_catalog_step_failures",
+            description="Events the fold raised on: skipped, the last good state kept (a bug; see the log)",
+        )
         self._latency = meter.create_histogram(
             "model_catalog_reconcile_latency",
             unit="s",
@@ -152,6 +156,9 @@ class Telemetry:
     # --- the loop's hooks
     def event_folded(self, event: Event) -> None:
         self._events.add(1, {"source": _event_source(event), "type": type(event).__name__})
+
+    def step_failed(self, event: Event) -> None:
+        self._step_failures.add(1, {"source": _event_source(event), "type": type(event).__name__})
 
     def commands_planned(
         self, commands: Sequence[Command], oldest_event_at: float, events: Sequence[Event] = ()

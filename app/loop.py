@@ -19,10 +19,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from adapters.ports import Executor
 from app.queue import CommandQueue
+from app.stepping import guarded_step, log_step_failure
 from catalog_core.commands import Command, WriteCatalog
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, LeadershipChanged, SourceKind, Ticked
-from catalog_core.fold import Transition, step
+from catalog_core.fold import Transition
 from catalog_core.plan import next_deadline
 from catalog_core.state import CatalogState, RouteRecord, initial_state
 
@@ -42,6 +43,7 @@ class Telemetry(Protocol):
         self, command: Command, submitted_at: float, started_at: float, events: Sequence[Event]
     ) -> None: ...
     def state_changed(self, state: CatalogState) -> None: ...
+    def step_failed(self, event: Event) -> None: ...
 
 
 class CatalogLoop:
@@ -75,6 +77,7 @@ class CatalogLoop:
         self.version = 0  # increments whenever the published view changes
         self.busy_since: float | None = None
         self.folded = 0
+        self.step_failures = 0  # events the fold raised on (skipped; see app.stepping)
         self.queue = CommandQueue(
             executors,
             self._deliver,
@@ -174,7 +177,12 @@ class CatalogLoop:
         return batch
 
     def _apply(self, event: Event) -> tuple[Command, ...]:
-        transition = step(self.state, event)
+        transition, error = guarded_step(self.state, event)
+        if error is not None:
+            self.step_failures += 1
+            log_step_failure(event, error)
+            if self._telemetry is not None:
+                self._telemetry.step_failed(event)
         self.state = transition.state
         self.folded += 1
         if self._recorder is not None:

@@ -22,6 +22,7 @@ from typing import IO, Any, NamedTuple
 import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogFile, LogLine, LogReadError
+from app.stepping import guarded_step
 from catalog_core import raw
 from catalog_core.commands import (
     ApiKeyRef,
@@ -53,7 +54,6 @@ from catalog_core.events import (
     SourceUnavailable,
     Ticked,
 )
-from catalog_core.fold import step
 from catalog_core.state import CatalogState, initial_state
 from contracts import eventlog as wire
 
@@ -245,7 +245,7 @@ class Replayer:
                     event = structure(raw["event"])
                 except wire.LogFormatError as exc:
                     raise self._fail(line.number, f"event record: {exc}") from None
-                result = step(state, event)
+                result, _ = guarded_step(state, event)  # skipped as the live loop skipped it
                 if self.first_seq is None:
                     self.first_seq = seq
                 pending = (seq, line.number, event, state, result.state, result.commands)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from adapters.eventlog.recorder import Recorder
+from app.stepping import guarded_step, log_step_failure
 from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
@@ -38,7 +39,7 @@ from catalog_core.events import (
     Ticked,
     Unavailability,
 )
-from catalog_core.fold import Transition, step
+from catalog_core.fold import Transition
 from catalog_core.redact import redact_for_source
 from catalog_core.simulate import SimulatedWorld
 from catalog_core.state import CatalogState, initial_state
@@ -71,7 +72,9 @@ class SimulatedShell:
     # --- events in -----------------------------------------------------------------------------
 
     def feed(self, event: Event) -> Transition:
-        result = step(self.state, event)
+        result, error = guarded_step(self.state, event)
+        if error is not None:
+            log_step_failure(event, error)
         if self.recorder is not None:
             self.recorder.record(event, result)
         self.state = result.state

@@ -215,3 +215,58 @@ async def test_standby_loop_writes_nothing_until_it_leads():
         await _settle(loop)
         assert "ai-appliance-kubeai-llama" in world.rows
         tg.cancel_scope.cancel()
+
+
+async def test_an_exception_in_one_step_is_logged_counted_skipped_and_the_loop_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    """Issue 12 item 3: an exception raised by ``step`` ended the process, and every replica crashed
+    again on the same object after each restart. Now that event is skipped with the last good state."""
+    import catalog_core.fold as fold
+
+    real_step = fold.step
+
+    def flaky_step(state, event):
+        meta = getattr(event, "object", {}).get("metadata", {}) if hasattr(event, "object") else {}
+        if meta.get("name") == "poison":
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return real_step(state, event)
+
+    monkeypatch.setattr("app.stepping.step", flaky_step)
+
+    class Counting:
+        failed: list[Event] = []
+
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+        def step_failed(self, event: Event) -> None:
+            self.failed.append(event)
+
+    telemetry = Counting()
+    world = SimulatedWorld()
+    loop = CatalogLoop(CatalogConfig(), [SimulatedExecutor(world)], telemetry=telemetry)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        await tg.start(loop.run)
+        await _start_loop(loop, world, [b.kubeai_model("llama")])
+        await _settle(loop)
+        good = loop.state
+        with caplog.at_level("ERROR", logger="model_catalog.loop"):
+            poison = b.kubeai_model("poison")
+            await loop.send(
+                ObjectUpserted(SourceKind.KUBEAI_MODELS, redact_for_source("kubeai-models", poison).obj)
+            )
+            await _settle(loop)
+        assert loop.step_failures == 1 and len(telemetry.failed) == 1
+        assert loop.state.observed.kubeai == good.observed.kubeai  # the last good state
+        line = next(r for r in caplog.records if "skipped" in r.getMessage())
+        assert (line.object, line.source, line.error) == ("poison", "kubeai-models", "UnicodeEncodeError")
+        # later events are still folded and acted on
+        await loop.send(
+            ObjectUpserted(
+                SourceKind.KUBEAI_MODELS, redact_for_source("kubeai-models", b.kubeai_model("qwen")).obj
+            )
+        )
+        await _settle(loop)
+        assert "ai-appliance-kubeai-qwen" in world.rows
+        tg.cancel_scope.cancel()
