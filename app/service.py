@@ -60,7 +60,12 @@ async def load_api_client(kubeconfig: str) -> k8s_client.ApiClient:
 class Service:
     """One controller replica. ``run()`` returns after a graceful shutdown."""
 
-    def __init__(self, settings: ServiceSettings, api_client: k8s_client.ApiClient) -> None:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        api_client: k8s_client.ApiClient,
+        lease_client: k8s_client.ApiClient | None = None,
+    ) -> None:
         self.settings = settings
         self.telemetry = Telemetry(otlp_endpoint=settings.otlp_endpoint, service_version=version())
         self.recorder = _recorder(settings)
@@ -91,7 +96,8 @@ class Service:
                 renew_deadline=settings.lease_renew_deadline_seconds,
                 retry_period=settings.lease_retry_period_seconds,
             )
-            self.elector = LeaderElector(api_client, lease, self.catalog.set_leading)
+            # Its own client (connection pool): no number of watches or writes can starve the renewal.
+            self.elector = LeaderElector(lease_client or api_client, lease, self.catalog.set_leading)
         self.http = ProbeServer(
             settings.http_host,
             settings.http_port,
@@ -220,8 +226,9 @@ async def serve(
     settings: ServiceSettings, on_started: Callable[[int], Awaitable[None]] | None = None
 ) -> None:
     api_client = await load_api_client(settings.kubeconfig)
-    async with api_client:
-        service = Service(settings, api_client)
+    lease_client = await load_api_client(settings.kubeconfig)
+    async with api_client, lease_client:
+        service = Service(settings, api_client, lease_client)
         async with anyio.create_task_group() as tg:
             port = await tg.start(service.run)
             if on_started is not None:

@@ -114,7 +114,10 @@ def catalog_inputs_known(state: CatalogState) -> bool:
 
 
 def wanted_secret_names(state: CatalogState) -> frozenset[str]:
-    return state.derived.wanted_secrets
+    """The Secrets to read: every one referenced, except the master key's (refused without being read)."""
+    wanted = state.derived.wanted_secrets
+    master = state.config.litellm_master_key_secret
+    return wanted - {master} if master in wanted else wanted
 
 
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
@@ -123,8 +126,7 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     refs_before = state.derived.refs
     state = _refresh_candidates(state)
     out = _Out(state)
-    # Who refers to a Secret decides how it is watched (label-filtered when only ModelActivations do),
-    # so the watch is re-derived when the references change, not only when the set of names does.
+    # Re-derived when the references change (cheap: the command's id decides whether anything is sent).
     if state.derived.refs is not refs_before or not state.control.secret_watch:
         _secret_watch(out)
     _probes(out)
@@ -262,14 +264,18 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
     )
 
 
+# Secrets allowed by their name (ai-model-provider-*) need a watch of their own, since they need not be
+# labelled; every other usable Secret is labelled, and one label-selected watch covers them all. Bounded,
+# so no input can open more watches than this (each one holds a connection of the shared client).
+MAX_SECRETS_WATCHED_BY_NAME = 32
+
+
 def _secret_watch(out: _Out) -> None:
     state = out.state
-    watches = []
-    for name in sorted(wanted_secret_names(state)):
-        users = state.derived.refs[f"secret/{name}"]
-        provider_only = all(u.startswith("activation/") for u in users) and not allowed_by_name(name)
-        watches.append(SecretWatch(name, provider_only))
-    command = WatchSecrets(state.config.namespace, tuple(watches))
+    names = sorted(wanted_secret_names(state))
+    by_name = frozenset([n for n in names if allowed_by_name(n)][:MAX_SECRETS_WATCHED_BY_NAME])
+    watches = tuple(SecretWatch(name, provider_only=name not in by_name) for name in names)
+    command = WatchSecrets(state.config.namespace, watches)
     if command.id != state.control.secret_watch:
         out.state = attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=command.id))
         out.emit(command.key, command)

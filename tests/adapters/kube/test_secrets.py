@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -24,6 +26,8 @@ from catalog_core.events import (
 from catalog_core.redact import REDACTED
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL
 from tests.adapters.kube.helpers import FAST, deleted, listed, names, running, upserted
+from tests.core import builders as b
+from tests.core.harness import Cluster
 from tests.fixtures.kube_peer import create_namespace
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio]
@@ -144,3 +148,90 @@ async def test_watches_exactly_the_named_secrets_and_never_reads_a_non_provider_
     text = repr(events.events) + caplog.text
     for value in values.values():
         assert value not in text
+
+
+class CountingApi(KubeApi):
+    """Counts the watch requests open at once (each holds a connection of the shared client)."""
+
+    open_now = 0
+    most = 0
+
+    @asynccontextmanager
+    async def watch(self, path: str, query: Any, server_timeout: int, grace: float) -> AsyncIterator[Any]:
+        async with super().watch(path, query, server_timeout, grace) as events:
+            CountingApi.open_now += 1
+            CountingApi.most = max(CountingApi.most, CountingApi.open_now)
+            try:
+                yield events
+            finally:
+                CountingApi.open_now -= 1
+
+
+async def test_a_hundred_referenced_names_hold_a_bounded_number_of_watches_and_the_master_key_is_never_read(
+    kube_client: Any,
+) -> None:
+    """Issue 12 item 5: each referenced name used to open its own watch on the shared client (pool of
+    100, shared with the Lease and the writers): ~88 names, which need not exist, starved the Lease.
+    Now the core asks for one label-selected watch plus at most 32 by name, and never for the Secret that
+    holds LiteLLM's master key (item 2), labelled or not."""
+    ns = await create_namespace(kube_client)
+    core = client.CoreV1Api(kube_client)
+    master, provider = _value("master"), _value("provider")
+    await core.create_namespaced_secret(ns, _secret("litellm-masterkey-secret", master, labelled=True))
+    await core.create_namespaced_secret(ns, _secret("provider-7", provider, labelled=True))
+    refs = [
+        {"name": f"m{i}", "model": "openai/x", "apiKeySecretRef": {"name": f"provider-{i}", "key": "apiKey"}}
+        for i in range(100)
+    ]
+    refs += [
+        {
+            "name": f"n{i}",
+            "model": "openai/x",
+            "apiKeySecretRef": {"name": f"ai-model-provider-{i}", "key": "k"},
+        }
+        for i in range(40)
+    ]
+    refs.append(
+        {
+            "name": "steal",
+            "model": "openai/x",
+            "apiKeySecretRef": {"name": "litellm-masterkey-secret", "key": "apiKey"},
+        }
+    )
+    cluster = Cluster(NAMESPACE=ns)
+    cluster.start(
+        b.external_configmap(refs, name="ai-external-models")
+        | {"metadata": {"name": "ai-external-models", "namespace": ns}}
+    )
+    command = next(c for c in cluster.commands if isinstance(c, WatchSecrets))
+    assert "litellm-masterkey-secret" not in {s.name for s in command.secrets}
+    assert sum(not s.provider_only for s in command.secrets) == 32  # the first 32 ai-model-provider-*
+
+    vault = SecretVault()
+    CountingApi.open_now = CountingApi.most = 0
+    watcher = SecretWatcher(CountingApi(kube_client), vault, namespace=ns, settings=FAST)
+    async with running([watcher]) as (events, _):
+        await watcher.execute(command)
+        first = await events.wait_for(listed(SourceKind.SECRETS))
+        assert names(first) == {"provider-7"}  # type: ignore[arg-type]
+        assert watcher.watches == 1 + 32
+        # A labelled Secret created later under a wanted name arrives through the one label-selected watch.
+        late = _value("late")
+        await core.create_namespaced_secret(ns, _secret("provider-42", late, labelled=True))
+        await events.wait_for(upserted(SourceKind.SECRETS, "provider-42"))
+        # The master key Secret, touched while watched namespace-wide by label: never delivered.
+        await core.patch_namespaced_secret(
+            "litellm-masterkey-secret", ns, {"metadata": {"labels": {"x": "y"}}}
+        )
+        await core.patch_namespaced_secret("provider-7", ns, {"metadata": {"labels": {"x": "y"}}})
+        await events.wait_for(
+            upserted(SourceKind.SECRETS, "provider-7", lambda o: "x" in o["metadata"]["labels"])
+        )
+    assert CountingApi.most <= 1 + 32
+    assert vault.values() == {provider, late}
+    assert master not in repr(events.events)
+    assert not any(
+        isinstance(e, ObjectUpserted | ObjectDeleted)
+        and e.object["metadata"]["name"] == "litellm-masterkey-secret"
+        for e in events.events
+    )
