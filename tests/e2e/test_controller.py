@@ -115,10 +115,15 @@ def activation(name: str, secret: str) -> dict[str, Any]:
 
 
 def secret(name: str, value: str) -> dict[str, Any]:
+    """A model-provider Secret: labelled, as every Secret a model may use must be (contracts C.8)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"appliance.magicstick.dev/model-provider-secret": "true"},
+        },
         "stringData": {"k": value},
     }
 
@@ -238,12 +243,14 @@ def test_the_controller_end_to_end(world: Any) -> None:
             lambda: any(e["reason"] == "InvalidJSON" for e in cluster.events(NS)), what="an InvalidJSON Event"
         )
 
-        # 3. ModelActivations: an allowed provider Secret, and one pointing at a forbidden Secret
+        # 3. ModelActivations: an allowed provider Secret, and one at the master key Secret (labelled)
         cluster.apply(
-            secret("ai-model-provider-mistral", "mistral-key"), secret("litellm-master-key", "sk-master")
+            secret("ai-model-provider-mistral", "mistral-key"),
+            secret("litellm-masterkey-secret", "sk-master"),
         )
         cluster.apply(
-            activation("mistral", "ai-model-provider-mistral"), activation("sneaky", "litellm-master-key")
+            activation("mistral", "ai-model-provider-mistral"),
+            activation("sneaky", "litellm-masterkey-secret"),
         )
         wait_for(lambda: "ai-appliance-external-mistral" in litellm.rows(), what="mistral")
         wait_for(
