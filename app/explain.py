@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import attrs
 
@@ -31,6 +31,7 @@ from app.replay import (
     describe_command,
     describe_event,
 )
+from app.terminal import TerminalSafe
 from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
@@ -410,8 +411,8 @@ def run(
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
-    out = out if out is not None else sys.stdout
-    err = err if err is not None else sys.stderr
+    out = cast(IO[str], TerminalSafe(out if out is not None else sys.stdout))
+    err = cast(IO[str], TerminalSafe(err if err is not None else sys.stderr))
     story = Story(model)
     names: set[str] = set()
     try:

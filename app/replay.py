@@ -17,12 +17,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, NamedTuple, cast
 
 import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogFile, LogLine, LogReadError
 from app.stepping import guarded_step
+from app.terminal import TerminalSafe
 from catalog_core import raw
 from catalog_core.commands import (
     ApiKeyRef,
@@ -431,8 +432,8 @@ def run(
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
-    out = out if out is not None else sys.stdout
-    err = err if err is not None else sys.stderr
+    out = cast(IO[str], TerminalSafe(out if out is not None else sys.stdout))
+    err = cast(IO[str], TerminalSafe(err if err is not None else sys.stderr))
     events = commands = snapshots = 0
     try:
         replayer = Replayer(path, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes)

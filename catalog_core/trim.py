@@ -88,7 +88,7 @@ TRIM: Final[Mapping[SourceKind, Spec]] = {
     },
     SourceKind.SERVICES: {
         "metadata": _META,
-        "spec": {"type": KEEP, "externalName": KEEP, "ports": Each({"name": KEEP, "port": KEEP})},
+        "spec": {"type": KEEP, "ports": Each({"name": KEEP, "port": KEEP})},
     },
     SourceKind.SECRETS: {
         "metadata": {"name": KEEP, "namespace": KEEP, "uid": KEEP, "resourceVersion": KEEP, "labels": KEEP},

@@ -16,7 +16,7 @@ from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_P
 from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import Candidate, CatalogState, DesiredRoute
-from catalog_core.values import ModelType, Source, is_env_reference, parse_model_type
+from catalog_core.values import ModelType, Source, is_env_reference, parse_model_type, shown
 
 KUBEAI = "kubeai/"
 EXTERNAL = "external/"
@@ -242,10 +242,37 @@ def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
     ):
         return None
     service = parts[0]
-    if service not in state.observed.services:
+    if service not in state.observed.services or service_refusal(state, service) is not None:
         return None
     origin = f"{scheme}://{host}" + (f":{port}" if port else "")
     return service, f"{origin}/health"
+
+
+def service_refusal(state: CatalogState, name: str) -> str | None:
+    """Why Service ``name`` (in NAMESPACE) may not be probed or published, or None (contracts B.3)."""
+    ns = state.config.namespace
+    service = state.observed.services.get(name)
+    if service is not None and service.service_type != "ClusterIP":
+        return (
+            f"Service {ns}/{name} is of type {service.service_type}; only ClusterIP Services are probed "
+            "and published"
+        )
+    if (name, ns) == _litellm_service(state.config.litellm_base_url, ns):
+        return f"Service {ns}/{name} is LiteLLM's own; a runtime is never published as LiteLLM"
+    return None
+
+
+def _litellm_service(url: str, default_namespace: str) -> tuple[str, str] | None:
+    """(name, namespace) of the Service behind LITELLM_BASE_URL, when it is an in-cluster name."""
+    match = re.match(r"^https?://([^/:?#@]+)", url)
+    if match is None:
+        return None
+    parts = match.group(1).lower().split(".")
+    if len(parts) == 1:
+        return parts[0], default_namespace
+    if tuple(parts[2:]) in ((), ("svc",), ("svc", "cluster", "local")):
+        return parts[0], parts[1]
+    return None
 
 
 def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
@@ -283,11 +310,12 @@ def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
             refs = (*refs, f"service/{service_name}")
         trusted = trusted_endpoint(state, endpoint)
         if trusted is None:
+            refused = service_refusal(state, service_name) if service_name else None
             return _with_last_good(
                 state,
                 base,
                 Reason.UNTRUSTED_ENDPOINT,
-                f"endpoint {endpoint!r} is not the URL of a Service in namespace {ns}",
+                refused or f"endpoint {shown(endpoint)} is not the URL of a Service in namespace {ns}",
                 refs,
             )
         health_url = trusted[1]
@@ -302,6 +330,9 @@ def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
                 f"no ai-appliance.io/endpoint and no Service {ns}/{runtime.name}",
                 refs,
             )
+        refused = service_refusal(state, runtime.name)
+        if refused is not None:
+            return _with_last_good(state, base, Reason.UNTRUSTED_ENDPOINT, refused, refs)
         port = f":{service.port}" if service.port else ""
         origin = f"http://{runtime.name}.{ns}.svc.cluster.local{port}"
         endpoint, health_url = f"{origin}/v1", f"{origin}/health"

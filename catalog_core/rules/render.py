@@ -40,9 +40,13 @@ class RenderedCatalog:
         return dict(self.data)
 
 
-def _strip_userinfo(url: str | None) -> str | None:
-    """Credentials embedded in a URL are secrets too: never publish them."""
-    return _USERINFO.sub(r"\1", url) if url else url
+def published_url(url: str | None) -> str | None:
+    """Credentials embedded in a URL are secrets too: never publish them. ``user:password@``, a query
+    string (``?api-key=...``) and a fragment are cut from what apps read; LiteLLM's row keeps the URL
+    as given, since the provider may need them."""
+    if not url:
+        return url
+    return _USERINFO.sub(r"\1", url).split("#", 1)[0].split("?", 1)[0]
 
 
 def entry_json(entry: CatalogEntry) -> dict[str, Any]:
@@ -54,7 +58,7 @@ def entry_json(entry: CatalogEntry) -> dict[str, Any]:
         "modelRef": f"litellm/{entry.id}",
         "source": entry.source,
         "managed": entry.managed,
-        "litellm": {"model": entry.litellm_model, "apiBase": _strip_userinfo(entry.api_base)},
+        "litellm": {"model": entry.litellm_model, "apiBase": published_url(entry.api_base)},
         "routes": [{"order": r.order, "locality": r.locality, "owner": r.owner} for r in entry.routes],
     }
     if entry.context_window is not None:

@@ -117,10 +117,13 @@ def _target_from_resources(obj: Mapping[str, Any]) -> str:
 
 @attrs.frozen
 class ServicePort:
-    """The port a runtime's Service offers (named ``http`` if any, else the first)."""
+    """The port a runtime's Service offers (named ``http`` if any, else the first), and its type."""
 
     name: str
     port: int | None
+    # spec.type; absent means ClusterIP. Only a ClusterIP Service is trusted: an ExternalName one is a DNS
+    # alias to anywhere (metadata.google.internal), and NodePort/LoadBalancer ones expose it outside.
+    service_type: str = "ClusterIP"
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> ServicePort | None:
@@ -138,4 +141,5 @@ class ServicePort:
                 break
             if chosen is None:
                 chosen = port
-        return cls(name, chosen)
+        kind = raw.path(obj, "spec", "type")
+        return cls(name, chosen, kind if isinstance(kind, str) and kind else "ClusterIP")

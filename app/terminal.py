@@ -1,0 +1,37 @@
+"""Text from input, made safe to print on a terminal.
+
+Names, messages and Secret names come from people who edit ConfigMaps and CRs. Printed raw, an escape
+sequence (``\\x1b[2J``, a hyperlink, a title change) would act on the reader's terminal, and a
+bidirectional override would make a line read differently than it is. Every human-readable output of
+``render``, ``explain`` and ``replay`` goes through ``TerminalSafe``, which writes such characters as
+``\\uXXXX`` (valid in JSON strings too, so the JSON outputs stay JSON). Line feeds and tabs are kept:
+our own output is made of lines, and the core refuses names that hold a line break.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import IO, Any
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control, bidi-override and lone-surrogate characters written as ``\\uXXXX``."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class TerminalSafe:
+    """A text stream that writes ``terminal_safe`` text to another one."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(terminal_safe(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
