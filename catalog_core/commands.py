@@ -228,12 +228,14 @@ class EmitKubernetesEvent:
 @attrs.frozen
 class SecretWatch:
     name: str
-    provider_only: bool  # only Secrets allowed for ModelActivations (contracts C.8) may be read
+    # True: usable only if labelled model-provider-secret=true (the label-selected watch covers it);
+    # False: allowed by its name (ai-model-provider-*), read by name whatever its labels (contracts C.8)
+    provider_only: bool
 
 
 @attrs.frozen
 class WatchSecrets:
-    """The Secrets the core needs to see: the adapter watches exactly these names."""
+    """The Secrets the core needs to see: the adapter reads exactly these names (never the master key's)."""
 
     namespace: str
     secrets: tuple[SecretWatch, ...]

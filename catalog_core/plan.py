@@ -123,11 +123,11 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     state = attrs.evolve(state, now=max(state.now, now))
     state = _due_retries(state)
-    refs_before = state.derived.refs
+    wanted_before = state.derived.wanted_secrets
     state = _refresh_candidates(state)
     out = _Out(state)
-    # Re-derived when the references change (cheap: the command's id decides whether anything is sent).
-    if state.derived.refs is not refs_before or not state.control.secret_watch:
+    # The watch depends on the referenced names only (kept identical while they do not change).
+    if state.derived.wanted_secrets is not wanted_before or not state.control.secret_watch:
         _secret_watch(out)
     _probes(out)
     if not out.state.pending.idle and catalog_inputs_known(out.state):
@@ -264,18 +264,19 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
     )
 
 
-# Secrets allowed by their name (ai-model-provider-*) need a watch of their own, since they need not be
-# labelled; every other usable Secret is labelled, and one label-selected watch covers them all. Bounded,
-# so no input can open more watches than this (each one holds a connection of the shared client).
-MAX_SECRETS_WATCHED_BY_NAME = 32
+def secret_watches(state: CatalogState) -> tuple[SecretWatch, ...]:
+    """How each wanted Secret is read, in name order (contracts C.8). A Secret allowed by its name
+    (``ai-model-provider-*``) need not be labelled, so it is read by name; any other is usable only when
+    labelled, so the shell's one label-selected watch covers it (``provider_only``). How many by-name
+    reads hold a connection at once is the shell's budget, not a decision of the core."""
+    return tuple(
+        SecretWatch(n, provider_only=not allowed_by_name(n)) for n in sorted(wanted_secret_names(state))
+    )
 
 
 def _secret_watch(out: _Out) -> None:
     state = out.state
-    names = sorted(wanted_secret_names(state))
-    by_name = frozenset([n for n in names if allowed_by_name(n)][:MAX_SECRETS_WATCHED_BY_NAME])
-    watches = tuple(SecretWatch(name, provider_only=name not in by_name) for name in names)
-    command = WatchSecrets(state.config.namespace, watches)
+    command = WatchSecrets(state.config.namespace, secret_watches(state))
     if command.id != state.control.secret_watch:
         out.state = attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=command.id))
         out.emit(command.key, command)

@@ -65,7 +65,12 @@ class KubeAdapters:
         self.stats = stats or KubeStats()
         self.api = KubeApi(api_client, request_timeout=self.settings.request_timeout_seconds)
         self.secrets = SecretWatcher(
-            self.api, vault, namespace=config.namespace, settings=self.settings, stats=self.stats
+            self.api,
+            vault,
+            namespace=config.namespace,
+            never=(config.litellm_master_key_secret,),
+            settings=self.settings,
+            stats=self.stats,
         )
         self.sources: list[Source] = [
             WatchSource(self.api, spec, vault=vault, settings=self.settings, stats=self.stats)

@@ -29,6 +29,10 @@ class KubeSettings:
     # shortest reconnect backoff, failures counted from zero), not the next failure of an old one.
     watch_stable_seconds: float = 10.0
     secret_listing_wait_seconds: float = 10.0  # WatchSecrets waits this long for the new set's listing
+    # Secrets read by name (ai-model-provider-*, maybe unlabelled): at most this many get a watch of their
+    # own (each holds a connection of the shared pool); the rest are re-listed one at a time, this often.
+    secret_name_watches: int = 32
+    secret_poll_seconds: float = 30.0
 
 
 Listener = Callable[[str, dict[str, str]], None]

@@ -16,7 +16,7 @@ an error: the core keeps the last good content.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Protocol
 
@@ -194,9 +194,12 @@ class WatchSource:
         settings: KubeSettings | None = None,
         stats: KubeStats | None = None,
         name: str = "",
+        keep: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
+        """``keep``: objects it rejects are dropped before redaction (never fingerprinted nor delivered)."""
         self.api = api
         self.spec = spec
+        self.keep = keep
         self.vault = vault
         self.settings = settings or KubeSettings()
         self.stats = stats or KubeStats()
@@ -232,7 +235,8 @@ class WatchSource:
         self.stats.inc(RELISTS_TOTAL, source=self.spec.source.value)
         self._list_backoff.reset()
         self._failures = 0
-        await sink.listed(await redact_all(self.spec.source, listing.objects))
+        objects = listing.objects if self.keep is None else tuple(filter(self.keep, listing.objects))
+        await sink.listed(await redact_all(self.spec.source, objects))
         self._reported = None
         try:
             await self._watch(sink, listing.resource_version)
@@ -298,7 +302,7 @@ class WatchSource:
         new_rv = str(meta.get("resourceVersion") or rv)
         if kind == "BOOKMARK":
             return new_rv
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
+        if kind in ("ADDED", "MODIFIED", "DELETED") and (self.keep is None or self.keep(obj)):
             await sink.changed(await redact(self.spec.source, obj), kind == "DELETED")
         return new_rv
 

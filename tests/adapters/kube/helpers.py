@@ -49,6 +49,7 @@ FAST = KubeSettings(
     forbidden_recheck_seconds=0.5,
     failing_after=3,
     secret_listing_wait_seconds=10.0,
+    secret_poll_seconds=0.5,
 )
 
 

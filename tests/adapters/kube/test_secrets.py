@@ -13,6 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from adapters.kube import KubeApi, SecretWatcher
+from adapters.kube import watch as watch_module
 from adapters.vault import SecretVault
 from catalog_core.commands import SecretWatch, WatchSecrets
 from catalog_core.events import (
@@ -150,88 +151,159 @@ async def test_watches_exactly_the_named_secrets_and_never_reads_a_non_provider_
         assert value not in text
 
 
-class CountingApi(KubeApi):
-    """Counts the watch requests open at once (each holds a connection of the shared client)."""
+MASTER_SECRET = "litellm-masterkey-secret"
 
-    open_now = 0
-    most = 0
+
+class WireApi(KubeApi):
+    """Measures the Secret requests on the shared client: how many are open at once (each holds one of
+    its pooled connections), the watch queries, and every Secret name the API server sent."""
+
+    def __init__(self, api_client: Any) -> None:
+        super().__init__(api_client)
+        self.watches_now = self.watches_most = 0
+        self.requests_now = self.requests_most = 0
+        self.watch_queries: list[dict[str, str]] = []
+        self.sent: set[str] = set()  # names of Secrets that came over the wire
+
+    def _open(self, watch: bool, delta: int) -> None:
+        self.requests_now += delta
+        self.requests_most = max(self.requests_most, self.requests_now)
+        if watch:
+            self.watches_now += delta
+            self.watches_most = max(self.watches_most, self.watches_now)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        assert path.endswith("/secrets")  # the watcher makes no other request
+        self._open(False, 1)
+        try:
+            answer = await super().request(method, path, **kwargs)
+        finally:
+            self._open(False, -1)
+        self.sent.update(item["metadata"]["name"] for item in answer.get("items") or ())
+        return answer
 
     @asynccontextmanager
     async def watch(self, path: str, query: Any, server_timeout: int, grace: float) -> AsyncIterator[Any]:
-        async with super().watch(path, query, server_timeout, grace) as events:
-            CountingApi.open_now += 1
-            CountingApi.most = max(CountingApi.most, CountingApi.open_now)
-            try:
-                yield events
-            finally:
-                CountingApi.open_now -= 1
+        assert path.endswith("/secrets")
+        self.watch_queries.append(dict(query))
+        self._open(True, 1)
+        try:
+            async with super().watch(path, query, server_timeout, grace) as events:
+                yield self._recorded(events)
+        finally:
+            self._open(True, -1)
+
+    async def _recorded(self, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        async for event in events:
+            self.sent.add(str((event.get("object") or {}).get("metadata", {}).get("name")))
+            yield event
 
 
-async def test_a_hundred_referenced_names_hold_a_bounded_number_of_watches_and_the_master_key_is_never_read(
-    kube_client: Any,
+def _ref(model: str, secret: str) -> dict[str, Any]:
+    return {"name": model, "model": "openai/x", "apiKeySecretRef": {"name": secret, "key": "apiKey"}}
+
+
+async def test_a_hundred_and_forty_referenced_names_hold_a_bounded_number_of_connections(
+    kube_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 12 item 5: each referenced name used to open its own watch on the shared client (pool of
-    100, shared with the Lease and the writers): ~88 names, which need not exist, starved the Lease.
-    Now the core asks for one label-selected watch plus at most 32 by name, and never for the Secret that
-    holds LiteLLM's master key (item 2), labelled or not."""
+    100, shared with the writers): ~88 names, which need not exist, starved the Lease. Now: one
+    label-selected watch, at most 32 by name, the other ai-model-provider-* names re-listed one at a time;
+    the Secret holding LiteLLM's master key is never sent by the API server (item 2), labelled or not, and
+    labelled Secrets nobody refers to are never fingerprinted."""
     ns = await create_namespace(kube_client)
     core = client.CoreV1Api(kube_client)
-    master, provider = _value("master"), _value("provider")
-    await core.create_namespaced_secret(ns, _secret("litellm-masterkey-secret", master, labelled=True))
-    await core.create_namespaced_secret(ns, _secret("provider-7", provider, labelled=True))
-    refs = [
-        {"name": f"m{i}", "model": "openai/x", "apiKeySecretRef": {"name": f"provider-{i}", "key": "apiKey"}}
-        for i in range(100)
-    ]
-    refs += [
-        {
-            "name": f"n{i}",
-            "model": "openai/x",
-            "apiKeySecretRef": {"name": f"ai-model-provider-{i}", "key": "k"},
-        }
-        for i in range(40)
-    ]
-    refs.append(
-        {
-            "name": "steal",
-            "model": "openai/x",
-            "apiKeySecretRef": {"name": "litellm-masterkey-secret", "key": "apiKey"},
-        }
-    )
+    value = {n: _value(n) for n in ("master", "p7", "w00", "w35", "w36", "late", "unwanted")}
+    await core.create_namespaced_secret(ns, _secret(MASTER_SECRET, value["master"], labelled=True))
+    await core.create_namespaced_secret(ns, _secret("provider-7", value["p7"], labelled=True))
+    await core.create_namespaced_secret(ns, _secret("unwanted", value["unwanted"], labelled=True))
+    # allowed by name, not labelled: one within the watch budget, one beyond it
+    await core.create_namespaced_secret(ns, _secret("ai-model-provider-00", value["w00"], labelled=False))
+    await core.create_namespaced_secret(ns, _secret("ai-model-provider-35", value["w35"], labelled=False))
+    refs = [_ref(f"m{i}", f"provider-{i}") for i in range(100)]
+    refs += [_ref(f"n{i:02d}", f"ai-model-provider-{i:02d}") for i in range(40)]
+    refs.append(_ref("steal", MASTER_SECRET))
     cluster = Cluster(NAMESPACE=ns)
-    cluster.start(
-        b.external_configmap(refs, name="ai-external-models")
-        | {"metadata": {"name": "ai-external-models", "namespace": ns}}
-    )
+    cluster.start(b.external_configmap(refs) | {"metadata": {"name": "ai-external-models", "namespace": ns}})
     command = next(c for c in cluster.commands if isinstance(c, WatchSecrets))
-    assert "litellm-masterkey-secret" not in {s.name for s in command.secrets}
-    assert sum(not s.provider_only for s in command.secrets) == 32  # the first 32 ai-model-provider-*
+    assert MASTER_SECRET not in {s.name for s in command.secrets}
+    assert sum(not s.provider_only for s in command.secrets) == 40  # every ai-model-provider-* by name
 
+    fingerprinted: list[str] = []
+    real_redact = watch_module.redact_for_source
+
+    def recording(source: Any, obj: Any) -> Any:
+        fingerprinted.append(obj["metadata"]["name"])
+        return real_redact(source, obj)
+
+    monkeypatch.setattr(watch_module, "redact_for_source", recording)
     vault = SecretVault()
-    CountingApi.open_now = CountingApi.most = 0
-    watcher = SecretWatcher(CountingApi(kube_client), vault, namespace=ns, settings=FAST)
+    api = WireApi(kube_client)
+    watcher = SecretWatcher(api, vault, namespace=ns, never=(MASTER_SECRET,), settings=FAST)
     async with running([watcher]) as (events, _):
-        await watcher.execute(command)
+        assert (await watcher.execute(command))[0].detail == ""  # listed within the wait
         first = await events.wait_for(listed(SourceKind.SECRETS))
-        assert names(first) == {"provider-7"}  # type: ignore[arg-type]
+        assert isinstance(first, SourceListed) and len(first.scope or ()) == 140
+        assert names(first) == {"provider-7", "ai-model-provider-00", "ai-model-provider-35"}
         assert watcher.watches == 1 + 32
+        assert watcher.polled == {f"ai-model-provider-{i}" for i in range(32, 40)}
+
         # A labelled Secret created later under a wanted name arrives through the one label-selected watch.
-        late = _value("late")
-        await core.create_namespaced_secret(ns, _secret("provider-42", late, labelled=True))
+        await core.create_namespaced_secret(ns, _secret("provider-42", value["late"], labelled=True))
         await events.wait_for(upserted(SourceKind.SECRETS, "provider-42"))
-        # The master key Secret, touched while watched namespace-wide by label: never delivered.
-        await core.patch_namespaced_secret(
-            "litellm-masterkey-secret", ns, {"metadata": {"labels": {"x": "y"}}}
+        assert watcher.watches == 1 + 32
+        # Beyond the watch budget, created, rotated and deleted: seen at the next re-list.
+        await core.create_namespaced_secret(ns, _secret("ai-model-provider-36", value["w36"], labelled=False))
+        await events.wait_for(upserted(SourceKind.SECRETS, "ai-model-provider-36"))
+        await core.patch_namespaced_secret("ai-model-provider-35", ns, {"metadata": {"labels": {"x": "y"}}})
+        await events.wait_for(
+            upserted(SourceKind.SECRETS, "ai-model-provider-35", lambda o: "x" in o["metadata"]["labels"])
         )
+        await core.delete_namespaced_secret("ai-model-provider-36", ns)
+        await events.wait_for(deleted(SourceKind.SECRETS, "ai-model-provider-36"))
+        # The master key Secret and an unwanted one, touched while the namespace is watched by label.
+        for name in (MASTER_SECRET, "unwanted"):
+            await core.patch_namespaced_secret(name, ns, {"metadata": {"labels": {"x": "y"}}})
         await core.patch_namespaced_secret("provider-7", ns, {"metadata": {"labels": {"x": "y"}}})
         await events.wait_for(
             upserted(SourceKind.SECRETS, "provider-7", lambda o: "x" in o["metadata"]["labels"])
         )
-    assert CountingApi.most <= 1 + 32
-    assert vault.values() == {provider, late}
-    assert master not in repr(events.events)
-    assert not any(
-        isinstance(e, ObjectUpserted | ObjectDeleted)
-        and e.object["metadata"]["name"] == "litellm-masterkey-secret"
-        for e in events.events
+
+    # measured on the wire: 1 + 32 watches at most, and one re-list request besides
+    assert api.watches_most <= 1 + 32
+    assert api.requests_most <= 1 + 32 + 1
+    labelled = [q for q in api.watch_queries if "labelSelector" in q]
+    assert labelled and all(q["fieldSelector"] == f"metadata.name!={MASTER_SECRET}" for q in labelled)
+    assert not any(q.get("fieldSelector") == "metadata.name=provider-42" for q in api.watch_queries)
+    assert MASTER_SECRET not in api.sent and "unwanted" in api.sent
+    assert "unwanted" not in fingerprinted and MASTER_SECRET not in fingerprinted
+    assert vault.values() == {value["p7"], value["late"], value["w00"], value["w35"]}
+    assert value["master"] not in repr(events.events) and value["unwanted"] not in repr(events.events)
+    for event in events.events:
+        objects = event.objects if isinstance(event, SourceListed) else [getattr(event, "object", {})]
+        assert not {o["metadata"]["name"] for o in objects} & {MASTER_SECRET, "unwanted"}
+
+
+async def test_the_master_key_secret_is_never_read_even_when_a_command_names_it(kube_client: Any) -> None:
+    """Defence in depth (issue 12 item 2): whatever a WatchSecrets says, the watcher never reads the
+    master key's Secret, by name or by label, and never hands its value to the vault."""
+    ns = await create_namespace(kube_client)
+    core = client.CoreV1Api(kube_client)
+    master = _value("master")
+    await core.create_namespaced_secret(ns, _secret(MASTER_SECRET, master, labelled=True))
+    vault = SecretVault()
+    api = WireApi(kube_client)
+    watcher = SecretWatcher(api, vault, namespace=ns, never=(MASTER_SECRET,), settings=FAST)
+    command = WatchSecrets(
+        ns, (SecretWatch(MASTER_SECRET, provider_only=False), SecretWatch("provider-a", provider_only=True))
     )
+    async with running([watcher]) as (events, _):
+        await watcher.execute(command)
+        first = await events.wait_for(listed(SourceKind.SECRETS))
+        assert isinstance(first, SourceListed) and first.scope == ("provider-a",) and not first.objects
+        await core.patch_namespaced_secret(MASTER_SECRET, ns, {"metadata": {"labels": {"x": "y"}}})
+        await core.create_namespaced_secret(ns, _secret("provider-a", _value("a"), labelled=True))
+        await events.wait_for(upserted(SourceKind.SECRETS, "provider-a"))
+    assert MASTER_SECRET not in api.sent
+    assert f"metadata.name={MASTER_SECRET}" not in {q.get("fieldSelector") for q in api.watch_queries}
+    assert master not in vault.values() and master not in repr(events.events)
