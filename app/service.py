@@ -48,12 +48,19 @@ def version() -> str:
         return "unknown"
 
 
-async def load_api_client(kubeconfig: str) -> k8s_client.ApiClient:
+# The elector sends one request at a time; a pool of its own means no watch or write can delay it.
+LEASE_CONNECTIONS = 2
+
+
+async def load_api_client(kubeconfig: str, *, connections: int | None = None) -> k8s_client.ApiClient:
+    """A client with its own connection pool (``connections``: its size; the library's default is 100)."""
     configuration = k8s_client.Configuration()
     if kubeconfig:
         await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     else:
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    if connections is not None:
+        configuration.connection_pool_maxsize = connections
     return k8s_client.ApiClient(configuration)
 
 
@@ -225,11 +232,12 @@ def _recorder(settings: ServiceSettings) -> Recorder | None:
 async def serve(
     settings: ServiceSettings, on_started: Callable[[int], Awaitable[None]] | None = None
 ) -> None:
-    api_client = await load_api_client(settings.kubeconfig)
-    lease_client = await load_api_client(settings.kubeconfig)
-    async with api_client, lease_client:
-        service = Service(settings, api_client, lease_client)
-        async with anyio.create_task_group() as tg:
-            port = await tg.start(service.run)
-            if on_started is not None:
-                await on_started(port)
+    # Nested, so each client is closed on the way out even when the other could not be made.
+    async with await load_api_client(settings.kubeconfig) as api_client:
+        lease_client = await load_api_client(settings.kubeconfig, connections=LEASE_CONNECTIONS)
+        async with lease_client:
+            service = Service(settings, api_client, lease_client)
+            async with anyio.create_task_group() as tg:
+                port = await tg.start(service.run)
+                if on_started is not None:
+                    await on_started(port)
