@@ -121,6 +121,10 @@ class Telemetry:
                 "Event log records dropped (disk full, write errors)",
             ),
             ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
+            (
+                "model_catalog_source_stale_seconds",
+                "How long each watch that is not streaming (presumed dead, reconnecting) has been so",
+            ),
         ):
             meter.create_observable_gauge(name, callbacks=[self._observer(name)], description=description)
         self._state: CatalogState | None = None

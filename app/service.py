@@ -119,6 +119,13 @@ class Service:
         self.catalog.kube.stats.listeners.append(self.telemetry.kube_stat)
         self.telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(self.loop.queue.depth), {})])
         self.telemetry.set_gauge("model_catalog_leader", lambda: [(1.0 if self.leading else 0.0, {})])
+        stale = self.catalog.kube.stats.stale
+        self.telemetry.set_gauge(
+            "model_catalog_source_stale_seconds",
+            lambda: [
+                (max(0.0, time.time() - since), {"watch": watch}) for watch, since in list(stale.items())
+            ],
+        )
         if self.recorder is not None:
             stats = self.recorder.stats
             self.telemetry.set_gauge(
@@ -144,7 +151,18 @@ class Service:
             missing.append("litellm")
         if missing:
             return 503, "text/plain", ("not ready: waiting for " + ", ".join(missing) + "\n").encode()
+        stale = self._stale_watches()
+        if stale:
+            # What the controller knows of those sources may be old: say which, and since when.
+            return 503, "text/plain", ("not ready: stale (reconnecting): " + "; ".join(stale) + "\n").encode()
         return 200, "text/plain", f"ok ({'leader' if self.leading else 'standby'})\n".encode()
+
+    def _stale_watches(self) -> list[str]:
+        now = time.time()
+        return [
+            f"{watch} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since))} ({now - since:.1f} s)"
+            for watch, since in sorted(self.catalog.kube.stats.stale.items())
+        ]
 
     async def _metrics(self, request: Request) -> tuple[int, str, bytes]:
         return 200, "text/plain; version=0.0.4; charset=utf-8", self.telemetry.metrics_text()

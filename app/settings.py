@@ -44,7 +44,7 @@ class ServiceSettings:
     catalog_min_write_interval: float = 0.5
     probe_concurrency: int = 8
     crd_recheck_seconds: float = 30.0
-    watch_timeout_seconds: int = 60
+    watch_timeout_seconds: int = 5
     event_log_path: str = ""
     event_log_max_bytes: int = 4 * 1024 * 1024
     event_log_ring: int = 1000
@@ -157,7 +157,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         catalog_min_write_interval=number("CATALOG_MIN_WRITE_INTERVAL_SECONDS", 0.5, 0.0),
         probe_concurrency=int(number("CATALOG_PROBE_CONCURRENCY", 8, 1, integer=True)),
         crd_recheck_seconds=number("CATALOG_CRD_RECHECK_SECONDS", 30.0, 1.0),
-        watch_timeout_seconds=int(number("CATALOG_WATCH_TIMEOUT_SECONDS", 60, 5, integer=True)),
+        watch_timeout_seconds=int(number("CATALOG_WATCH_TIMEOUT_SECONDS", 5, 2, integer=True)),
         event_log_path=text("CATALOG_EVENT_LOG_PATH", ""),
         event_log_max_bytes=int(
             number("CATALOG_EVENT_LOG_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, integer=True)

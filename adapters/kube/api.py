@@ -191,7 +191,10 @@ class KubeApi:
                 path,
                 method,
                 query_params=list(query),
-                header_params={"Accept": JSON, "Content-Type": content_type},
+                # One connection per request, closed after it: an idle pooled connection could be silently
+                # dead (half-open) and hold the next request until its timeout. Watches, the bulk of the
+                # requests, close theirs anyway.
+                header_params={"Accept": JSON, "Content-Type": content_type, "Connection": "close"},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,

@@ -12,17 +12,21 @@ import attrs
 class KubeSettings:
     """Timing of watches and requests. The defaults suit a cluster; tests shorten them."""
 
-    # Server-side timeoutSeconds of each watch request. It also bounds how long a half-open connection
-    # (a NAT or conntrack entry dropped, a node gone without a reset) leaves a source blind: the client
-    # gives up timeout + grace after the request, since HTTP/1.1 watches cannot be pinged. A reconnect
-    # resumes from the last resourceVersion, so a short timeout costs one request per source a minute.
-    watch_timeout_seconds: int = 60
-    timeout_grace_seconds: float = 10.0  # the client gives up this long after the server should have
+    # Server-side timeoutSeconds of each watch request. It bounds how long a half-open connection (a NAT
+    # or conntrack entry dropped, a node suspended and resumed) leaves a source blind: a watch that has
+    # not ended timeout + grace after it was opened is presumed dead and replaced, resuming from its last
+    # resourceVersion. An HTTP/1.1 watch cannot be pinged, and the v1.20 API server sends a bookmark only
+    # just before that deadline, so the deadline is the liveness signal. The cost: one watch request per
+    # source every ~5 s at idle (README, "Idle cost").
+    watch_timeout_seconds: int = 5
+    timeout_grace_seconds: float = 2.0  # the client gives up this long after the server should have
     request_timeout_seconds: float = 30.0  # client-side timeout of every other request
     list_page_size: int = 500
     crd_recheck_seconds: float = 30.0  # how often an absent CRD is looked for again
     retry_base_seconds: float = 0.5  # backoff of relists and reconnects: base ...
-    retry_cap_seconds: float = 30.0  # ... and cap (full jitter in [c/2, c])
+    # ... and cap (jitter in [c/2, c]): during an outage each source tries every 1.5-3 s, so a healed API
+    # server is seen within a few seconds, never in a tight loop.
+    retry_cap_seconds: float = 3.0
     forbidden_recheck_seconds: float = 60.0  # cap of the backoff while a list is forbidden
     failing_after: int = 3  # consecutive failures before a source is reported FAILING
     # A watch that streamed this long before it broke was healthy: its break starts a new incident (the
@@ -39,11 +43,22 @@ Listener = Callable[[str, dict[str, str]], None]
 
 
 class KubeStats:
-    """Counters by (metric, sorted labels). ``listeners`` are called on every increment (metric hooks)."""
+    """Counters by (metric, sorted labels). ``listeners`` are called on every increment (metric hooks).
+
+    ``stale`` holds the watches that are not streaming (presumed dead, reconnecting, failing) and since
+    when (wall-clock seconds): what /readyz and ``model_catalog_source_stale_seconds`` report.
+    """
 
     def __init__(self) -> None:
         self.counters: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
         self.listeners: list[Listener] = []
+        self.stale: dict[str, float] = {}
+
+    def mark_stale(self, watch: str, since: float) -> None:
+        self.stale.setdefault(watch, since)
+
+    def mark_fresh(self, watch: str) -> None:
+        self.stale.pop(watch, None)
 
     def inc(self, metric: str, **labels: str) -> None:
         self.counters[(metric, tuple(sorted(labels.items())))] += 1
@@ -61,4 +76,5 @@ FORBIDDEN_TOTAL = "kube_forbidden_total"  # labels: source|key, verb, resource, 
 RELISTS_TOTAL = "kube_watch_relists_total"  # labels: source
 GONE_TOTAL = "kube_watch_gone_total"  # labels: source (410: the resourceVersion was compacted)
 RECONNECTS_TOTAL = "kube_watch_reconnects_total"  # labels: source
+WATCH_REQUESTS_TOTAL = "kube_watch_requests_total"  # labels: source (every watch request: the idle cost)
 ERRORS_TOTAL = "kube_errors_total"  # labels: source|key, status

@@ -16,6 +16,7 @@ an error: the core keeps the last good content.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Protocol
@@ -33,6 +34,7 @@ from adapters.kube.settings import (
     GONE_TOTAL,
     RECONNECTS_TOTAL,
     RELISTS_TOTAL,
+    WATCH_REQUESTS_TOTAL,
     KubeSettings,
     KubeStats,
 )
@@ -217,19 +219,28 @@ class WatchSource:
         await self.run_into(EventSink(self.spec.source, send, self.vault))
 
     async def run_into(self, sink: WatchSink) -> None:
-        while True:
-            try:
-                await self._cycle(sink)
-            except anyio.get_cancelled_exc_class():
-                raise
-            except Exception as exc:  # a bug must not end the source: log the class, back off, start over
-                log.error("%s: unexpected %s; starting over", self.name, type(exc).__name__, exc_info=exc)
-                await anyio.sleep(self._list_backoff.next())
+        try:
+            while True:
+                try:
+                    await self._cycle(sink)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except Exception as exc:  # a bug must not end the source: log the class, back off, start over
+                    self._stale()
+                    log.error("%s: unexpected %s; starting over", self.name, type(exc).__name__, exc_info=exc)
+                    await anyio.sleep(self._list_backoff.next())
+        finally:
+            self.stats.mark_fresh(self.name)  # a watch that is stopped is not stale, it is gone
+
+    def _stale(self) -> None:
+        self.stats.mark_stale(self.name, time.time())
 
     async def _cycle(self, sink: WatchSink) -> None:
         try:
             listing = await list_objects(self.api, self.spec, self.settings)
         except KubeError as err:
+            if err.transient:  # (an absent CRD or a 403 is reported as such, not as staleness)
+                self._stale()
             await anyio.sleep(await self._list_failed(sink, err))
             return
         self.stats.inc(RELISTS_TOTAL, source=self.spec.source.value)
@@ -252,12 +263,14 @@ class WatchSource:
         while True:
             query = [("resourceVersion", rv), ("allowWatchBookmarks", "true"), *_selector_query(self.spec)]
             started, seen, connected = anyio.current_time(), 0, False
+            self.stats.inc(WATCH_REQUESTS_TOTAL, source=self.spec.source.value)
             try:
                 async with self.api.watch(
                     path, query, s.watch_timeout_seconds, s.timeout_grace_seconds
                 ) as events:
                     connected = True
                     self._healthy()
+                    self.stats.mark_fresh(self.name)
                     async with aclosing(events):
                         async for event in events:
                             seen += 1
@@ -276,6 +289,8 @@ class WatchSource:
                     await self._forbidden(sink, "watch", err)
                     await anyio.sleep(self._forbidden_backoff.next())
                     raise RelistNeededError from err
+                if err.transient:
+                    self._stale()  # presumed dead (no end of stream by timeout + grace) or cut
                 if not err.transient:
                     raise RelistNeededError from err  # e.g. 404: the CRD went away; the list tells
                 if connected and anyio.current_time() - started >= s.watch_stable_seconds:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.faults import results
 from tests.faults.conftest import PROFILE, Suite
 from tests.faults.kube import ApiError
 from tests.faults.results import Outcome
@@ -372,3 +373,80 @@ def test_lease_stolen(stage: Stage) -> None:
 def _rv(stage: Stage) -> str:
     cm = stage.admin.get("v1", "ConfigMap", stage.ns, CATALOG) or {}
     return str(cm.get("metadata", {}).get("resourceVersion"))
+
+
+IDLE_MODELS = 100
+IDLE_WINDOW_S = 60.0
+
+
+@pytest.mark.faults_full
+def test_idle_cost_of_the_watches(stage: Stage) -> None:
+    """Issue 18: what the quick detection of a silent watch costs the API server when nothing changes.
+    100 KubeAI Models, then a minute in which nothing changes; each replica counts its own watch requests
+    (``model_catalog_kube_watch_requests_total``) and relists. A second replica runs beside the first with
+    the previous default watch timeout (60 s): the "before" figure, over the same minute."""
+    outcome = results.record(
+        Outcome(
+            "idle-watch-cost",
+            "fault",
+            f"nothing changes for a minute, {IDLE_MODELS} models: watch requests per minute per replica",
+            PROFILE.name,
+            hold_s=IDLE_WINDOW_S,
+            bound_s=None,
+        )
+    )
+    names = [f"idle-{i:03d}" for i in range(IDLE_MODELS)]
+    for name in names:
+        stage.add_kubeai(name)
+    before = stage.launch(f"{stage.name}-before", CATALOG_WATCH_TIMEOUT_SECONDS="60")
+    try:
+        stage.wait_converged(120)
+        time.sleep(5)  # past every watch's first renewal
+        now = stage.leader
+
+        def split(controller: Any) -> tuple[float, float, float]:
+            """(watch requests, relists of the ConfigMap sources, relists of every other source), from one
+            scrape. This peer serves ConfigMap watches straight from etcd (watch cache off, compaction
+            every 3 s, to provoke 410s), so a resumed ConfigMap watch is often Gone; a cluster's watch
+            cache and its bookmarks avoid that."""
+            text = controller.metrics()
+            relists = controller.metric("model_catalog_kube_watch_relists_total", text)
+            cms = sum(
+                controller.metric("model_catalog_kube_watch_relists_total", text, source=s)
+                for s in ("external-models", "catalog-configmap")
+            )
+            return controller.metric("model_catalog_kube_watch_requests_total", text), cms, relists - cms
+
+        def counts() -> tuple[float, ...]:
+            requests, cms, others = split(now)
+            before_requests, before_cms, before_others = split(before)
+            return requests, others, cms, before_requests, before_cms + before_others
+
+        start = counts()
+        time.sleep(IDLE_WINDOW_S)
+        end = counts()
+        per_minute = [round((b - a) * 60.0 / IDLE_WINDOW_S, 1) for a, b in zip(start, end, strict=True)]
+        outcome.measured.update(
+            {
+                "models": IDLE_MODELS,
+                "watch_requests_per_min": per_minute[0],
+                "relists_per_min": per_minute[1],
+                "configmap_relists_per_min": per_minute[2],
+                "before_watch_requests_per_min": per_minute[3],
+                "before_relists_per_min": per_minute[4],
+            }
+        )
+        outcome.user_sees = (
+            f"{per_minute[0]:.0f} watch requests a minute per replica at idle, plus "
+            f"{per_minute[1] + per_minute[2]:.0f} relists ({per_minute[2]:.0f} of the two ConfigMaps, which "
+            f"this peer serves uncached); with the previous 60 s watch timeout: {per_minute[3]:.0f} and "
+            f"{per_minute[4]:.0f}"
+        )
+        outcome.check("modest: under 300 watch requests a minute per replica", per_minute[0] < 300)
+        outcome.check("cached sources relist rarely at idle (<= 2 a minute)", per_minute[1] <= 2)
+    finally:
+        before.stop()
+        for name in names:
+            stage.admin.delete("kubeai.org/v1", "Model", stage.ns, name)
+        stage.wait_converged(120)
+    assert not outcome.failed(), outcome.failed()

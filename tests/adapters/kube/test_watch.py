@@ -15,7 +15,13 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from adapters.kube import KubeApi, KubeStats, WatchSource, WatchSpec, watch_specs
-from adapters.kube.settings import FORBIDDEN_TOTAL, GONE_TOTAL, RECONNECTS_TOTAL, RELISTS_TOTAL
+from adapters.kube.settings import (
+    FORBIDDEN_TOTAL,
+    GONE_TOTAL,
+    RECONNECTS_TOTAL,
+    RELISTS_TOTAL,
+    WATCH_REQUESTS_TOTAL,
+)
 from adapters.vault import SecretVault
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
@@ -351,6 +357,7 @@ async def test_reconnects_after_dropped_refused_and_half_open_connections(
                 lambda e: isinstance(e, SourceUnavailable) and e.status is Unavailability.FAILING, after=mark
             )
             assert "models.kubeai.org" in failing.detail  # type: ignore[attr-defined]
+            assert source.name in stats.stale  # issue 18: /readyz and a metric say which, and since when
             await proxy.start()
             relisted = await events.wait_for(listed(SourceKind.KUBEAI_MODELS), after=mark)
             assert names(relisted) == {"m2", "m3"}  # type: ignore[arg-type]
@@ -365,6 +372,8 @@ async def test_reconnects_after_dropped_refused_and_half_open_connections(
             await model("m4")
             await events.wait_for(upserted(SourceKind.KUBEAI_MODELS, "m4"), timeout=30)
             assert stats.total(RECONNECTS_TOTAL) + stats.total(RELISTS_TOTAL) > restarts
+            assert source.name not in stats.stale  # streaming again
+            assert stats.total(WATCH_REQUESTS_TOTAL, source="kubeai-models") >= 4
     finally:
         await via_proxy.close()
         await proxy.close()
