@@ -19,7 +19,7 @@ class KubeSettings:
     # just before that deadline, so the deadline is the liveness signal. The cost: one watch request per
     # source every ~5 s at idle (README, "Idle cost").
     watch_timeout_seconds: int = 5
-    timeout_grace_seconds: float = 2.0  # the client gives up this long after the server should have
+    timeout_grace_seconds: float = 1.5  # the client gives up this long after the server should have
     request_timeout_seconds: float = 30.0  # client-side timeout of every other request
     list_page_size: int = 500
     crd_recheck_seconds: float = 30.0  # how often an absent CRD is looked for again

@@ -293,15 +293,19 @@ class WatchSource:
                     self._stale()  # presumed dead (no end of stream by timeout + grace) or cut
                 if not err.transient:
                     raise RelistNeededError from err  # e.g. 404: the CRD went away; the list tells
-                if connected and anyio.current_time() - started >= s.watch_stable_seconds:
-                    # It streamed for a while, then the connection broke: reconnect at once, as after a
-                    # first failure (earlier breaks must not make every later reconnect wait longer).
+                lived = anyio.current_time() - started
+                stable = connected and lived >= min(s.watch_stable_seconds, s.watch_timeout_seconds)
+                if stable:
+                    # It streamed for a while (or its whole life, then was presumed dead), then broke: a
+                    # new incident, not the next failure of an old one.
                     failures = 0
                     self._watch_backoff.reset()
                 failures += 1
                 self.stats.inc(RECONNECTS_TOTAL, source=self.spec.source.value)
                 if failures >= s.failing_after:
                     raise RelistNeededError from err  # the list path reports FAILING if this persists
+                if stable:
+                    continue  # replace the dead connection now: at most once per watch lifetime, no spin
                 delay = self._watch_backoff.next()
                 log.debug("%s: watch failed (%s); reconnecting in %.1fs", self.name, err, delay)
                 await anyio.sleep(delay)
