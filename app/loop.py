@@ -19,15 +19,35 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from adapters.ports import Executor
 from app.queue import CommandQueue
-from app.stepping import guarded_step, log_step_failure
-from catalog_core.commands import Command, WriteCatalog
+from app.stepping import event_identity, guarded_step, log_step_failure, where
+from catalog_core import raw
+from catalog_core.commands import Command, EmitKubernetesEvent, ObjectRef, WriteCatalog
 from catalog_core.config import CatalogConfig
-from catalog_core.events import Event, LeadershipChanged, SourceKind, Ticked
+from catalog_core.events import (
+    CommandCompleted,
+    Event,
+    LeadershipChanged,
+    ObjectDeleted,
+    ObjectUpserted,
+    Outcome,
+    SourceKind,
+    Ticked,
+)
 from catalog_core.fold import Transition
 from catalog_core.plan import next_deadline
 from catalog_core.state import CatalogState, RouteRecord, initial_state
+from catalog_core.values import text_problem
+from contracts.kinds import RESOURCES
 
 log = logging.getLogger("model_catalog.loop")
+
+STEP_FAILED = "StepFailed"  # the reason of the Warning Event about an event the fold raised on
+# A tick that raised leaves the state it planned from as it was, so whatever was due is still due: wait
+# for the next event or this backoff rather than tick again at once (a busy loop, an ERROR line each).
+TICK_RETRY_FIRST = 1.0
+TICK_RETRY_MAX = 60.0
+ANNOUNCE_EVERY = 60.0  # seconds between two Warning Events about the same failure
+_SINCE_GOOD_TICK = 10  # identities of the events folded since the last good tick, kept for its log line
 
 
 class Recorder(Protocol):
@@ -78,6 +98,13 @@ class CatalogLoop:
         self.busy_since: float | None = None
         self.folded = 0
         self.step_failures = 0  # events the fold raised on (skipped; see app.stepping)
+        self._executors = list(executors)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._announced: dict[str, float] = {}  # Warning Event id -> when it was last written
+        self._tick_retry = 0.0  # the backoff after a failed tick; 0 while ticks succeed
+        self._tick_retry_at: float | None = None
+        self._since_good_tick: list[dict[str, str]] = []
+        self._folded_since_good_tick = 0
         self.queue = CommandQueue(
             executors,
             self._deliver,
@@ -133,6 +160,7 @@ class CatalogLoop:
     # --- the loop
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
+            self._tg = tg
             await tg.start(self.queue.run)
             tg.start_soon(self._fold_loop, self._receive)
             task_status.started()
@@ -146,7 +174,9 @@ class CatalogLoop:
                 before = self.state
                 for event in batch:
                     self._apply(event)
+                failures = self.step_failures
                 commands = self._apply(Ticked(self._clock()))
+                self._tick_done(ok=self.step_failures == failures)
                 for command in commands:
                     self.queue.submit(command, submitted_at=oldest)
                 if self._telemetry is not None:
@@ -164,7 +194,7 @@ class CatalogLoop:
                 self.busy_since = None
 
     async def _next_batch(self, receive: MemoryObjectReceiveStream[Event]) -> list[Event]:
-        deadline = next_deadline(self.state)
+        deadline = self._tick_retry_at if self._tick_retry_at is not None else next_deadline(self.state)
         timeout = math.inf if deadline is None else max(0.0, deadline - self._clock())
         batch: list[Event] = []
         with anyio.move_on_after(timeout):
@@ -179,19 +209,98 @@ class CatalogLoop:
     def _apply(self, event: Event) -> tuple[Command, ...]:
         transition, error = guarded_step(self.state, event)
         if error is not None:
-            self.step_failures += 1
-            log_step_failure(event, error)
-            if self._telemetry is not None:
-                self._telemetry.step_failed(event)
+            self._step_failed(event, error)
+        elif not isinstance(event, Ticked):
+            self._folded_since_good_tick += 1
+            if len(self._since_good_tick) < _SINCE_GOOD_TICK:
+                self._since_good_tick.append(event_identity(event))
         self.state = transition.state
         self.folded += 1
         if self._recorder is not None:
             self._recorder.record(event, transition)
-        if self._telemetry is not None and not isinstance(event, Ticked):
+        if self._telemetry is not None and not isinstance(event, Ticked) and error is None:
             self._telemetry.event_folded(event)
         if isinstance(event, LeadershipChanged) and not event.leading:
-            self.queue.drop_writes()
+            self.queue.drop_writes()  # even if its step failed: a replica that does not lead must not write
         return transition.commands
+
+    # --- an event the fold raised on (app.stepping)
+    def _step_failed(self, event: Event, error: Exception) -> None:
+        self.step_failures += 1
+        context: dict[str, object] = {}
+        if isinstance(event, Ticked):
+            # A tick plans from what earlier events stored: the input that trips it came with one of them.
+            context = {
+                "events_since_last_good_tick": self._folded_since_good_tick,
+                "first_events_since_last_good_tick": list(self._since_good_tick),
+            }
+        log_step_failure(event, error, **context)
+        if self._telemetry is not None:
+            self._telemetry.step_failed(event)
+        self._announce(event, error)
+
+    def _tick_done(self, *, ok: bool) -> None:
+        if ok:
+            self._tick_retry, self._tick_retry_at = 0.0, None
+            self._since_good_tick.clear()
+            self._folded_since_good_tick = 0
+            return
+        self._tick_retry = min(TICK_RETRY_MAX, self._tick_retry * 2 or TICK_RETRY_FIRST)
+        self._tick_retry_at = self._clock() + self._tick_retry
+
+    def _involved(self, event: Event) -> ObjectRef | None:
+        """What a Warning Event about a failed step is about: the event's object, or for a tick the
+        catalog ConfigMap (the output that is no longer kept current)."""
+        cfg = self.state.config
+        if isinstance(event, Ticked):
+            return ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.catalog_configmap, "")
+        if not isinstance(event, ObjectUpserted | ObjectDeleted):
+            return None  # about no one object (a listing, an outcome): the log line and the metric say it
+        obj, resource = event.object, RESOURCES[event.source]
+        ref = ObjectRef(
+            raw.string(obj, "apiVersion") or resource.api_version,
+            raw.string(obj, "kind") or resource.kind,
+            raw.namespace_of(obj),
+            raw.string(obj, "metadata", "name") or "",
+            raw.uid_of(obj),
+        )
+        fields = (ref.api_version, ref.kind, ref.namespace, ref.name, ref.uid)
+        if not (ref.namespace and ref.name) or any(text_problem(f) or len(f) > 253 for f in fields):
+            return None  # an identity the API server would refuse, or that cannot even be encoded
+        return ref
+
+    def _announce(self, event: Event, error: Exception) -> None:
+        """A Warning Event, written by the executor of the core's own Events; only the leader writes."""
+        involved = self._involved(event)
+        if self._tg is None or involved is None or not self.state.control.leading:
+            return
+        if isinstance(event, Ticked):
+            kept = "the catalog and LiteLLM routes last written are kept until planning succeeds again"
+        else:
+            kept = "this version of the object is ignored and the last good state kept"
+        message = (
+            f"model-catalog failed on this input ({type(error).__name__} at {where(error)}); {kept}. "
+            "This is a bug in model-catalog; its log names the event."
+        )
+        command = EmitKubernetesEvent(involved, STEP_FAILED, message)
+        executor = next((e for e in self._executors if e.handles(command)), None)
+        now = self._monotonic()
+        if executor is None or now - self._announced.get(command.id, -math.inf) < ANNOUNCE_EVERY:
+            return  # the same failure again (each retried tick, each resync): one Event a minute at most
+        if len(self._announced) >= 1000:
+            self._announced.clear()
+        self._announced[command.id] = now
+        self._tg.start_soon(self._emit, executor, command)
+
+    async def _emit(self, executor: Executor, command: EmitKubernetesEvent) -> None:
+        events: Sequence[Event] = ()
+        try:
+            events = await executor.execute(command)
+        except Exception as exc:  # an executor must not raise; if one does, only this Event is lost
+            log.warning("a Warning Event was not written", extra={"error": type(exc).__name__})
+        # Not fed to the core: it did not plan this Event, so the outcome is worth a log line at most.
+        if any(isinstance(e, CommandCompleted) and e.outcome is not Outcome.APPLIED for e in events):
+            log.warning("a Warning Event was not written", extra={"key": command.key})
 
     @staticmethod
     def _published_view_changed(before: CatalogState, after: CatalogState) -> bool:

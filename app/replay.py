@@ -7,6 +7,11 @@ With ``--verify`` every step's commands are compared, byte for byte in their
 log encoding, with the commands record the live run wrote (and the state with
 each snapshot on the way): the first difference is reported with both versions.
 
+An event whose step raises is skipped with the state before it kept, reported as a note (its line, the
+event, the exception's type and where it was raised), and the replay goes on: that is what the live loop
+did (``app.stepping``), so the rest of the log replays exactly as it ran, and ``--verify`` still compares
+every step. Stopping there would leave the rest of a log that shows such a bug unreadable.
+
 Exit codes: 0 replayed (and identical, with ``--verify``); 1 the replay
 diverges from the recording; 2 the log is unreadable or refused (``file:line``
 and the reason on stderr).
@@ -22,7 +27,7 @@ from typing import IO, Any, NamedTuple, cast
 import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogFile, LogLine, LogReadError
-from app.stepping import guarded_step
+from app.stepping import guarded_step, where
 from app.terminal import TerminalSafe
 from catalog_core import raw
 from catalog_core.commands import (
@@ -120,6 +125,7 @@ class Replayer:
         self.state = initial_state(self.config)
         self.last_seq: int | None = None
         self.first_seq: int | None = None
+        self.failed_steps = 0
 
     def _fail(self, line: int, message: str) -> LogReadError:
         return LogReadError(self.log.path, line, message)
@@ -246,7 +252,16 @@ class Replayer:
                     event = structure(raw["event"])
                 except wire.LogFormatError as exc:
                     raise self._fail(line.number, f"event record: {exc}") from None
-                result, _ = guarded_step(state, event)  # skipped as the live loop skipped it
+                result, error = guarded_step(state, event)  # skipped as the live loop skipped it
+                if error is not None:
+                    self.failed_steps += 1
+                    yield Notice(
+                        seq,
+                        line.number,
+                        f"line {line.number}: the step of event seq {seq} ({describe_event(event)}) raised "
+                        f"{type(error).__name__} at {where(error)}; skipped with the state before it kept, "
+                        "as the live run skipped it",
+                    )
                 if self.first_seq is None:
                     self.first_seq = seq
                 pending = (seq, line.number, event, state, result.state, result.commands)
@@ -478,6 +493,8 @@ def run(
         )
     else:
         print(f"replayed {events} events ({span}): {commands} commands", file=err)
+    if replayer.failed_steps:
+        print(f"note: {replayer.failed_steps} events were skipped: their step raised", file=err)
     return EXIT_OK
 
 
