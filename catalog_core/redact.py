@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import attrs
 
+from catalog_core import raw
 from catalog_core.events import SourceKind
 from catalog_core.trim import MAX_DEPTH, rejection, trim
 from catalog_core.values import is_env_reference
@@ -186,7 +187,8 @@ def redact_secret(obj: Mapping[str, Any]) -> Redacted:
     }
     out: dict[str, Any] = {k: v for k, v in obj.items() if k in ("apiVersion", "kind", "type")}
     out["metadata"] = out_meta
-    ns, name = str(out_meta.get("namespace", "")), str(out_meta.get("name", ""))
+    # Strings only: str() of a huge integer raises, and a Secret with another name cannot be referenced.
+    ns, name = raw.string(out_meta, "namespace") or "", raw.string(out_meta, "name") or ""
     refused = obj.get("type") == SERVICE_ACCOUNT_TOKEN
     secrets: dict[str, str] = {}
     data: dict[str, Any] = {}

@@ -87,11 +87,13 @@ def positive_int(value: Any, field: str, maximum: int = MAX_TOKENS) -> int | Fie
         if len(text) > 12:
             return FieldError(f"{field} is out of range (1..{maximum})")
         value = int(text)
+    if 0 < value <= maximum:
+        return int(value)
+    # Quoted only when short: str() of an integer past 4,300 digits (an embedding host can pass one) raises.
+    shown = str(value) if -(10**18) < value < 10**18 else "a number of that size"
     if value <= 0:
-        return FieldError(f"{field} must be a positive integer, got {value}")
-    if value > maximum:
-        return FieldError(f"{field} is out of range (1..{maximum}), got {value}")
-    return int(value)
+        return FieldError(f"{field} must be a positive integer, got {shown}")
+    return FieldError(f"{field} is out of range (1..{maximum}), got {shown}")
 
 
 def text_problem(value: str) -> str | None:

@@ -49,12 +49,18 @@ class AgentTemplateInfo:
         for field, value in (("model", model), ("small_model", small)):
             if problem is None and value is not None and not isinstance(value, str):
                 problem = f"spec.config.{field} is not a string"
+        models: Json | None = None
+        if isinstance(models_raw, Mapping):
+            try:
+                models = Json.of(models_raw)
+            except (TypeError, ValueError):  # not JSON: keys that are not strings, an integer str() refuses
+                problem = problem or "spec.config.provider.litellm.models is not a JSON object"
         return cls(
             name=name,
             uid=raw.uid_of(obj),
             resource_version=raw.resource_version_of(obj),
             app_instance=APPINSTANCE_LABEL in labels,
-            models=Json.of(models_raw) if isinstance(models_raw, Mapping) else None,
+            models=models,
             model=model if isinstance(model, str) else None,
             small_model=small if isinstance(small, str) else None,
             shape_problem=problem,

@@ -115,11 +115,16 @@ class LiteLLMRow:
         display = info.get("team_public_model_name")
         model = params.get("model")
         api_base = params.get("api_base")
+        try:
+            params_json = params_json if params_json is not None else Json.of(params)
+            info_json = info_json if info_json is not None else Json.of(info)
+        except (TypeError, ValueError):
+            return None  # not JSON (a host's value: keys that are not strings, an integer str() refuses)
         return cls(
             id=row_id,
             model_name=name,
-            litellm_params=params_json if params_json is not None else Json.of(params),
-            model_info=info_json if info_json is not None else Json.of(info),
+            litellm_params=params_json,
+            model_info=info_json,
             owner=owner,
             managed=info.get("ai_appliance_managed") is True,
             order=order if isinstance(order, int) and not isinstance(order, bool) else None,
