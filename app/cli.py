@@ -13,7 +13,7 @@ from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES
 from app import explain, replay
 from app.inputs import InputError, read_model_info, read_objects
 from app.render import render
-from app.terminal import terminal_safe
+from app.terminal import one_line, terminal_safe
 from catalog_core.config import CatalogConfig, ConfigError
 
 EXIT_USAGE = 2
@@ -28,7 +28,7 @@ def _config() -> CatalogConfig:
 
 
 def _fail(message: str) -> None:
-    print(f"model-catalog: {terminal_safe(message)}", file=sys.stderr)
+    print(f"model-catalog: {one_line(message)}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
 
@@ -44,7 +44,7 @@ def _render(args: argparse.Namespace) -> int:
         objects, config, model_info=rows, healthy=tuple(args.healthy), show_secrets=args.show_secrets
     )
     for warning in result.warnings:
-        print(terminal_safe(warning), file=sys.stderr)
+        print(one_line(warning), file=sys.stderr)
     text = orjson.dumps(result.output, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
     sys.stdout.buffer.write(terminal_safe(text).encode() + b"\n")  # still JSON: \uXXXX escapes
     return 0

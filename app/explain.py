@@ -437,7 +437,7 @@ def run(
             if chapter is None:
                 continue
             if as_json:
-                out.write(wire.dumps(chapter.as_json()).decode() + "\n")
+                print(wire.dumps(chapter.as_json()).decode(), file=out)
             else:
                 if title:
                     print(title, file=out)
@@ -455,7 +455,7 @@ def run(
         return EXIT_NOT_FOUND
     final = story.final()
     if as_json:
-        out.write(wire.dumps({"final": final}).decode() + "\n")
+        print(wire.dumps({"final": final}).decode(), file=out)
     else:
         _print_final(final, out)
     return EXIT_OK

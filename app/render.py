@@ -34,6 +34,7 @@ from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
 from catalog_core.sources.common import ACTIVATION_LABEL
 from catalog_core.state import CatalogState, initial_state
+from catalog_core.urls import masked_url
 from contracts.kinds import sources_of
 
 
@@ -75,6 +76,8 @@ def _body(
     show: bool,
 ) -> dict[str, Any]:
     params = dict(command.litellm_params.value())
+    if not show and isinstance(params.get("api_base"), str):
+        params["api_base"] = masked_url(params["api_base"])  # its user:password@ and query are secrets too
     value = api_key_value(command.api_key, vault, show)
     if value is not None:
         params["api_key"] = value

@@ -61,6 +61,7 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.state import CatalogState, initial_state
+from catalog_core.urls import masked_url
 from contracts import eventlog as wire
 
 EXIT_OK = 0
@@ -307,9 +308,11 @@ def _key(ref: ApiKeyRef | None) -> str:
 
 
 def describe_command(command: Command) -> str:
-    """One line, for humans (no secret can be in a command: keys are references)."""
+    """One line, for humans (keys are references; an api_base's user:password@ and query are masked)."""
     if isinstance(command, CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel):
-        params = command.litellm_params.value()
+        params = dict(command.litellm_params.value())
+        if isinstance(params.get("api_base"), str):
+            params["api_base"] = masked_url(params["api_base"])
         extra = "".join(f" {k}={params[k]}" for k in ("api_base", "order") if k in params)
         return (
             f"{command.model_id} model_name={command.model_name} model={params.get('model')}{extra} "
@@ -474,10 +477,10 @@ def run(
                         return _diverged(divergence, out)
                 elif as_json:
                     for body in wire.unstructure_commands(item.commands):
-                        out.write(wire.dumps({"answers": item.seq, "command": body}).decode() + "\n")
+                        print(wire.dumps({"answers": item.seq, "command": body}).decode(), file=out)
                 else:
                     for command in item.commands:
-                        out.write(command_line(item.seq, command) + "\n")
+                        print(command_line(item.seq, command), file=out)
     except LogReadError as exc:
         print(f"model-catalog: {exc}", file=err)
         return EXIT_UNREADABLE

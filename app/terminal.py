@@ -4,8 +4,9 @@ Names, messages and Secret names come from people who edit ConfigMaps and CRs. P
 sequence (``\\x1b[2J``, a hyperlink, a title change) would act on the reader's terminal, and a
 bidirectional override would make a line read differently than it is. Every human-readable output of
 ``render``, ``explain`` and ``replay`` goes through ``TerminalSafe``, which writes such characters as
-``\\uXXXX`` (valid in JSON strings too, so the JSON outputs stay JSON). Line feeds and tabs are kept:
-our own output is made of lines, and the core refuses names that hold a line break.
+``\\uXXXX`` (valid in JSON strings too, so the JSON outputs stay JSON). Tabs are kept. A line feed is
+kept only as a write of its own (``print``'s end): our lines are printed one by one, so a line break
+inside a write came from the data (a LiteLLM row's name, which nothing checks) and would forge a line.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ def terminal_safe(text: str) -> str:
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+def one_line(text: str) -> str:
+    """``terminal_safe`` text with its line breaks escaped too: for a message printed as one line."""
+    return terminal_safe(text).replace("\n", "\\u000a")
+
+
 class TerminalSafe:
     """A text stream that writes ``terminal_safe`` text to another one."""
 
@@ -28,7 +34,9 @@ class TerminalSafe:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._stream.write(terminal_safe(text))
+        if text == "\n":
+            return self._stream.write(text)
+        return self._stream.write(one_line(text))
 
     def flush(self) -> None:
         self._stream.flush()

@@ -54,6 +54,7 @@ from catalog_core.commands import (
 )
 from catalog_core.events import CommandCompleted, Event, Outcome
 from catalog_core.reasons import Reason
+from catalog_core.urls import credential_parts
 from catalog_core.values import is_env_reference
 
 log = logging.getLogger("model_catalog.litellm")
@@ -260,13 +261,18 @@ class LiteLLMExecutor:
             return self._complete(command, mapped)
 
     def _secrets(self, command: Command) -> list[str]:
-        """Every secret value a text about ``command`` might quote: the master key and its api key."""
+        """Every secret value a text about ``command`` might quote: the master key, its api key and the
+        credential parts of its api_base (user:password@, query, fragment)."""
         secrets = list(self._client.secrets_to_scrub())
         key = command.api_key if isinstance(command, _WITH_KEY) else None
         if key is not None and not isinstance(key, LiteralKey):
             value = self._vault.resolve(key)
             if value is not None:
                 secrets.append(value)
+        if isinstance(command, _WITH_KEY):
+            api_base = command.litellm_params.value().get("api_base")
+            if isinstance(api_base, str):
+                secrets.extend(credential_parts(api_base))
         return secrets
 
     async def _send(self, op: Op, call: Awaitable[Answer], secrets: Sequence[str]) -> Mapped:

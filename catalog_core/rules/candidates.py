@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import attrs
 
 from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
+from catalog_core.config import CatalogConfig
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
 from catalog_core.rules.routes import external_route, freetoken_route, kubeai_route
@@ -249,7 +251,11 @@ def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
 
 
 def service_refusal(state: CatalogState, name: str) -> str | None:
-    """Why Service ``name`` (in NAMESPACE) may not be probed or published, or None (contracts B.3)."""
+    """Why Service ``name`` (in NAMESPACE) may not be probed or published, or None (contracts B.3).
+
+    A headless ClusterIP Service (``clusterIP: None``) is trusted like any ClusterIP one: its name resolves
+    to the same endpoints a cluster IP would route to. An ExternalName one is a DNS alias to anywhere.
+    """
     ns = state.config.namespace
     service = state.observed.services.get(name)
     if service is not None and service.service_type != "ClusterIP":
@@ -257,25 +263,44 @@ def service_refusal(state: CatalogState, name: str) -> str | None:
             f"Service {ns}/{name} is of type {service.service_type}; only ClusterIP Services are probed "
             "and published"
         )
-    if (name, ns) == _litellm_service(state.config.litellm_base_url, ns):
+    if (name, ns) in _litellm_services(state.config):
         return f"Service {ns}/{name} is LiteLLM's own; a runtime is never published as LiteLLM"
     return None
 
 
-def _litellm_service(url: str, default_namespace: str) -> tuple[str, str] | None:
-    """(name, namespace) of the Service behind LITELLM_BASE_URL, when it is an in-cluster name."""
-    match = re.match(r"^https?://([^/:?#@]+)", url)
-    if match is None:
-        return None
-    parts = match.group(1).lower().split(".")
-    if len(parts) == 1:
-        return parts[0], default_namespace
-    if tuple(parts[2:]) in ((), ("svc",), ("svc", "cluster", "local")):
-        return parts[0], parts[1]
-    return None
+@functools.lru_cache(maxsize=8)
+def _litellm_services(config: CatalogConfig) -> frozenset[tuple[str, str]]:
+    """(name, namespace) of the Services LiteLLM is reached through (LITELLM_BASE_URL, LITELLM_API_BASE)."""
+    out: set[tuple[str, str]] = set()
+    for url in (config.litellm_base_url, config.litellm_api_base):
+        match = re.match(r"^https?://(?:[^/?#]*@)?([^/:?#@\[]+)", url)
+        if match is None:
+            continue
+        # DNS is case-insensitive and "x." is "x"; a short name resolves in the controller's namespace, and
+        # <name>.<ns>.svc.<domain> is the Service whatever the cluster domain is called.
+        parts = match.group(1).lower().rstrip(".").split(".")
+        if len(parts) == 1:
+            out.add((parts[0], config.namespace))
+        elif len(parts) == 2 or parts[2] == "svc":
+            out.add((parts[0], parts[1]))
+    return frozenset(out)
 
 
 def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
+    """A runtime's claim. Its route names a Service by DNS, so a route kept as last good stays only while
+    that Service is trusted: else LiteLLM would follow it to wherever it now points."""
+    claim = _freetoken_claim(state, item, name)
+    if claim is None or claim.reason is Reason.PUBLISHED or claim.route is None:
+        return claim
+    url = claim.route.api_base or ""
+    service = _service_of(url)
+    ref = f"service/{service}"
+    refs = claim.refs if service is None or ref in claim.refs else (*claim.refs, ref)
+    route = claim.route if trusted_endpoint(state, url) is not None else None
+    return attrs.evolve(claim, route=route, refs=refs)
+
+
+def _freetoken_claim(state: CatalogState, item: str, name: str) -> Candidate | None:
     runtime = state.observed.runtimes.get(name)
     if runtime is None:
         return None

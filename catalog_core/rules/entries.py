@@ -10,7 +10,7 @@ import attrs
 from catalog_core.events import SourceKind
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogEntry, CatalogState, DesiredRoute, RouteRef
-from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, Source, logical_name
+from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, Source, logical_name, name_problem
 
 _FAMILY_SOURCES = {
     "kubeai": (SourceKind.KUBEAI_MODELS,),
@@ -109,7 +109,8 @@ def views_for(state: CatalogState, logical: str) -> list[RouteView]:
                 seen.add(route.id)
     for rid in state.litellm.rows_by_logical.get(logical, frozenset()):
         row = state.litellm.rows[rid]
-        if rid in seen or row.export_only:
+        if rid in seen or row.export_only or name_problem(row.model_name) is not None:
+            # LiteLLM does not check names: one with a line break would add lines to defaults.env
             continue
         if row.ours:
             # An owned row nobody claims is being withdrawn, unless its sources are unknown: then hold it.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
@@ -14,6 +13,7 @@ from catalog_core.jsonval import Fragment, canonical_join, pretty, short_hash
 from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
 from catalog_core.sources.catalog_configmap import data_fingerprint
 from catalog_core.state import CatalogEntry, RouteRecord
+from catalog_core.urls import published_url
 from catalog_core.values import ModelType
 
 # Key names are literal (contracts A.5): consumers read them by name, e.g. AnythingLLM's Deployment has a
@@ -27,7 +27,6 @@ MODEL_COUNT_KEY = "AI_APPLIANCE_MODEL_COUNT"
 CHAT_COUNT_KEY = "AI_APPLIANCE_CHAT_MODEL_COUNT"
 EMBEDDING_COUNT_KEY = "AI_APPLIANCE_EMBEDDING_MODEL_COUNT"
 BOOTSTRAP_HASH = "bootstrap"
-_USERINFO = re.compile(r"^(https?://)[^/@\s]*@")
 
 
 @attrs.frozen
@@ -40,15 +39,6 @@ class RenderedCatalog:
         return dict(self.data)
 
 
-def published_url(url: str | None) -> str | None:
-    """Credentials embedded in a URL are secrets too: never publish them. ``user:password@``, a query
-    string (``?api-key=...``) and a fragment are cut from what apps read; LiteLLM's row keeps the URL
-    as given, since the provider may need them."""
-    if not url:
-        return url
-    return _USERINFO.sub(r"\1", url).split("#", 1)[0].split("?", 1)[0]
-
-
 def entry_json(entry: CatalogEntry) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": entry.id,
@@ -58,6 +48,7 @@ def entry_json(entry: CatalogEntry) -> dict[str, Any]:
         "modelRef": f"litellm/{entry.id}",
         "source": entry.source,
         "managed": entry.managed,
+        # LiteLLM's row keeps the URL as given (the provider may need it); apps never see its credentials
         "litellm": {"model": entry.litellm_model, "apiBase": published_url(entry.api_base)},
         "routes": [{"order": r.order, "locality": r.locality, "owner": r.owner} for r in entry.routes],
     }

@@ -24,6 +24,7 @@ from catalog_core.redact import (
     redacted_fingerprint,
 )
 from catalog_core.sources.common import FieldWarning, OptionalFields, Problem
+from catalog_core.urls import has_credentials
 from catalog_core.values import (
     MAX_RATE,
     MAX_TOKENS,
@@ -146,6 +147,14 @@ def parse_definition(
     api_base = text(("litellm", "apiBase"), ("litellm", "api_base"), ("apiBase",), ("api_base",))
     if api_base is not None and not _URL.match(api_base):
         problems.append((Reason.INVALID_FIELD, "apiBase must be an http(s) URL"))
+    elif api_base is not None and not inline_keys_allowed and has_credentials(api_base):
+        # an inline credential by another name (C.8); the message never quotes the value
+        problems.append(
+            (
+                Reason.INLINE_KEY_REJECTED,
+                "apiBase may not carry user:password@, a query or a fragment here; use apiKeySecretRef",
+            )
+        )
     api_key = _api_key(item, namespace, inline_keys_allowed, problems)
     api_version = text(
         ("apiVersion",),

@@ -13,6 +13,7 @@ import attrs
 
 from catalog_core import raw
 from catalog_core.jsonval import Json
+from catalog_core.urls import published_url
 from catalog_core.values import (
     ID_PREFIX,
     MESH_OWNER,
@@ -46,15 +47,32 @@ def whitelist_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of a /model/info row the core may see."""
     params = raw.mapping(row, "litellm_params")
     info = raw.mapping(row, "model_info")
+    kept = {k: params[k] for k in PARAM_KEYS if params.get(k) is not None}
+    api_base = kept.get("api_base")
+    if isinstance(api_base, str) and not _owned(info):
+        # only published: its user:password@ and query are credentials of a row we do not own
+        kept.pop("api_base")
+        if (published := published_url(api_base)) is not None:
+            kept["api_base"] = published
     return {
         "model_name": row.get("model_name"),
-        "litellm_params": {k: params[k] for k in PARAM_KEYS if params.get(k) is not None},
+        "litellm_params": kept,
         "model_info": {
             k: v
             for k, v in info.items()
             if v is not None and (k in _INFO_KEYS or (isinstance(k, str) and k.startswith("ai_appliance_")))
         },
     }
+
+
+def _owned(info: Mapping[str, Any]) -> bool:
+    """``LiteLLMRow.ours`` on a raw model_info: our rows are compared with what we wrote, so kept whole."""
+    owner, row_id = info.get("ai_appliance_owner"), info.get("id")
+    owner = owner if isinstance(owner, str) and owner else None
+    managed = info.get("ai_appliance_managed") is True
+    return owner == OWNER or (
+        owner is None and managed and isinstance(row_id, str) and row_id.startswith(ID_PREFIX)
+    )
 
 
 @attrs.frozen

@@ -118,6 +118,31 @@ def test_secrets_are_redacted_unless_asked(example):
     assert "sk-example-do-not-use-0000" in shown.stdout
 
 
+def test_api_base_credentials_are_redacted_unless_asked(tmp_path):
+    """Issue 12: an apiBase's user:password@ and query are secrets like an API key (the provider's row in
+    LiteLLM gets them; render shows them only with --show-secrets)."""
+    api_base = "https://me:pw-render-1@api.example.com/v1?api-key=sk-render-2"
+    models = {"models": [{"name": "q", "model": "openai/q", "apiBase": api_base}]}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ai-external-models", "namespace": "ai"},
+        "data": {"models.json": json.dumps(models)},
+    }
+    path = tmp_path / "cm.json"
+    path.write_text(json.dumps(cm))
+    info = tmp_path / "info.json"
+    info.write_text(json.dumps({"data": []}))
+    out = render("-f", str(path), "--litellm-info", str(info))
+    assert out.returncode == 0, out.stderr
+    for secret in ("pw-render-1", "sk-render-2"):
+        assert secret not in out.stdout + out.stderr
+    [row] = json.loads(out.stdout)["litellm"]
+    assert row["litellm_params"]["api_base"] == "https://<redacted>@api.example.com/v1?<redacted>"
+    shown = render("-f", str(path), "--litellm-info", str(info), "--show-secrets")
+    assert json.loads(shown.stdout)["litellm"][0]["litellm_params"]["api_base"] == api_base
+
+
 def test_without_litellm_info_there_is_no_plan_and_everything_is_desired():
     out = render("-f", str(ROOT / "examples/cluster.yaml"))
     assert out.returncode == 0, out.stderr

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from catalog_core.commands import ProbeRuntime
+from catalog_core.events import Ticked
 from tests.core import builders as b
 from tests.core.harness import Cluster
 
@@ -118,3 +119,67 @@ def test_credentials_in_an_api_base_query_are_not_published_in_the_catalog():
         assert canary not in json.dumps(c.data)
     # LiteLLM gets the URL as written: the provider may need it
     assert "sk-query-canary" in c.world.rows["ai-appliance-external-q"]["litellm_params"]["api_base"]
+
+
+def test_litellms_service_named_by_litellm_api_base_is_refused_too():
+    """LiteLLM is reached through LITELLM_API_BASE as well as LITELLM_BASE_URL; they may name two Services."""
+    c = Cluster(
+        LITELLM_BASE_URL="http://litellm-admin.ai.svc:4000",
+        LITELLM_API_BASE="http://litellm.ai.svc.cluster.local:4000/v1",
+    )
+    _runtime(c, "loop", endpoint="http://litellm.ai.svc:4000/v1", service=b.service("litellm", 4000))
+    rec = c.record("loop")
+    assert rec["reason"] == "UntrustedEndpoint" and "LiteLLM's own" in rec["message"]
+    assert _probed(c) == [] and c.world.rows == {}
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://litellm.ai.svc.cluster.local.:4000",  # an absolute name (trailing dot)
+        "http://litellm.ai.svc.corp.example:4000",  # a cluster domain other than cluster.local
+        "http://LiteLLM.AI.SVC:4000",  # DNS is case-insensitive
+        "http://litellm:4000",  # the short name: the controller's own namespace (NAMESPACE)
+        "http://litellm.ai",
+    ],
+)
+def test_litellms_service_is_recognised_however_its_url_spells_the_host(base_url):
+    c = Cluster(LITELLM_BASE_URL=base_url)
+    _runtime(c, "loop", endpoint="http://litellm.ai.svc:4000/v1", service=b.service("litellm", 4000))
+    assert c.record("loop")["reason"] == "UntrustedEndpoint"
+    assert _probed(c) == [] and c.world.rows == {}
+
+
+def test_a_service_of_the_same_name_in_another_namespace_is_not_litellms():
+    c = Cluster(LITELLM_BASE_URL="http://litellm.other.svc.cluster.local:4000")
+    _runtime(c, "phi", endpoint="http://litellm.ai.svc:4000/v1", service=b.service("litellm", 4000))
+    assert c.record("phi")["reason"] == "Published"
+
+
+@pytest.mark.parametrize("annotated", [False, True])
+def test_a_service_turned_externalname_withdraws_the_route_it_served(annotated):
+    """The route names the Service by DNS: kept as "last good", LiteLLM would follow the alias."""
+    c = Cluster()
+    endpoint = "http://phi-rt.ai.svc.cluster.local:8080/v1" if annotated else None
+    _runtime(c, "phi", endpoint=endpoint, service=b.service("phi-rt"))
+    assert "ai-appliance-freetoken-phi" in c.world.rows
+    probes = len(_probed(c))
+    c.apply(_typed(b.service("phi-rt"), "ExternalName", externalName="metadata.google.internal"))
+    c.run(Ticked(c.now + 60))
+    rec = c.record("phi")
+    assert (rec["state"], rec["reason"]) == ("error", "UntrustedEndpoint")
+    assert "ExternalName" in rec["message"] and not rec.get("servingLastGood")
+    assert c.world.rows == {}
+    assert len(_probed(c)) == probes  # never probed again
+
+
+def test_a_last_good_route_is_dropped_when_its_own_service_turns_untrusted():
+    """The annotation turns bad (the last good route stays), then the Service of that route is changed."""
+    c = Cluster()
+    _runtime(c, "phi", endpoint="http://svc-a.ai.svc:8080/v1", service=b.service("svc-a"))
+    c.apply(b.freetoken_deployment("phi-rt", activation_name="phi", endpoint="http://elsewhere.example/v1"))
+    assert c.record("phi")["servingLastGood"] is True
+    assert "ai-appliance-freetoken-phi" in c.world.rows
+    c.apply(_typed(b.service("svc-a"), "ExternalName", externalName="metadata.google.internal"))
+    assert not c.record("phi").get("servingLastGood")
+    assert c.world.rows == {}

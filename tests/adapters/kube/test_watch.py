@@ -346,7 +346,8 @@ async def test_reconnects_after_dropped_refused_and_half_open_connections(
             proxy.drop_all()
             await model("m2")
             await events.wait_for(upserted(SourceKind.KUBEAI_MODELS, "m2"))
-            assert stats.total(RECONNECTS_TOTAL) >= 1
+            # resumed from its resourceVersion, whether the cut hit a watch or fell between two of them
+            assert stats.total(RELISTS_TOTAL) == relists
 
             # 2. The server is unreachable for a while: FAILING once, then a relist shows what changed.
             await proxy.refuse()
@@ -367,11 +368,13 @@ async def test_reconnects_after_dropped_refused_and_half_open_connections(
 
             # 3. Half-open: the connections stay up but nothing arrives. The client-side timeout ends the
             #    watch (the server's own close is lost too) and a fresh connection catches up.
-            restarts = stats.total(RECONNECTS_TOTAL) + stats.total(RELISTS_TOTAL)
+            #    (With watches renewed every few seconds over fresh connections, the freeze may also land
+            #    between two watches: then the next one, on a new connection, catches up by itself.)
+            requests = stats.total(WATCH_REQUESTS_TOTAL)
             assert proxy.freeze_all() >= 1
             await model("m4")
             await events.wait_for(upserted(SourceKind.KUBEAI_MODELS, "m4"), timeout=30)
-            assert stats.total(RECONNECTS_TOTAL) + stats.total(RELISTS_TOTAL) > restarts
+            assert stats.total(WATCH_REQUESTS_TOTAL) > requests  # m4 came over a watch opened after it
             assert source.name not in stats.stale  # streaming again
             assert stats.total(WATCH_REQUESTS_TOTAL, source="kubeai-models") >= 4
     finally:

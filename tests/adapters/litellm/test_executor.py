@@ -303,6 +303,22 @@ async def test_details_never_carry_the_api_key_or_the_master_key(fake_peer: Peer
     assert PROVIDER_KEY not in repr(ex) and master not in repr(ex) and master not in repr(fake_peer.client())
 
 
+async def test_details_never_carry_the_credentials_of_the_api_base(fake_peer: Peer) -> None:
+    """Issue 12: an apiBase's user:password@, query and fragment are credentials too; LiteLLM's answer may
+    quote the URL it was sent (into routes.json, Events, logs and the event log)."""
+    assert fake_peer.fake is not None
+    api_base = "https://me:pw-url-1@api.example.com/v1?api-key=sk-url-2&v=1#tok-url-3"
+    echo = {"error": {"message": f"cannot reach {api_base} (key sk-url-2)", "type": "x", "code": "400"}}
+    fake_peer.fake.inject(Fault(status=400, payload=echo))
+    done = await run(
+        executor(fake_peer.client()), write(CreateLiteLLMModel, fake_peer, params={"api_base": api_base})
+    )
+    assert done.outcome is Outcome.TERMINAL
+    for secret in ("pw-url-1", "sk-url-2", "tok-url-3"):
+        assert secret not in done.detail, done.detail
+    assert "api.example.com" in done.detail  # the rest of the text still says what went wrong
+
+
 async def test_the_resolved_key_is_sent_and_a_missing_one_names_its_secret(fake_peer: Peer) -> None:
     assert fake_peer.fake is not None
     vault = SecretVault()
