@@ -172,7 +172,10 @@ def _dedupe(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 _ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, categories=None)  # surrogates too
 hostile_text = st.text(_ANY_CHAR, max_size=10) | st.sampled_from(
-    ["\ud800", "a\udfffb", "a\nb", "\x1b[2J", "\u202e", "", " ", "x" * 300, "os.environ/X", "-1", "1e9"]
+    [
+        *("\ud800", "a\udfffb", "a\nb", "\x1b[2J", "\u202e", "", " ", "x" * 300, "x" * 600),
+        *("os.environ/X", "-1", "1e9", "true", "8192"),
+    ]
 )
 # (Integers past the 4,300 digits str() refuses cannot be drawn: Hypothesis could not print them. An
 # embedding host can pass one; test_near_valid_properties puts one in every field of every kind.)
@@ -180,7 +183,7 @@ hostile_scalars = (
     st.none()
     | st.booleans()
     | st.integers(-(2**70), 2**70)
-    | st.sampled_from([0, -1, 2**63, 10**400])
+    | st.sampled_from([0, -1, 2**63, 10**400, -(10**400)])
     | st.floats(allow_nan=True, allow_infinity=True)
     | hostile_text
 )

@@ -36,25 +36,9 @@ from catalog_core.sources.litellm_row import LiteLLMRow, whitelist_row
 from catalog_core.sources.secret import SecretInfo
 from tests.core import builders as b
 from tests.core.harness import Cluster
+from tests.core.strategies import hostile_text, json_values
 
-# Every code point, lone surrogates and controls included.
-_CHARS = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, categories=None)
-text = st.text(_CHARS, max_size=12) | st.sampled_from(
-    ["\ud800", "a\nb", "os.environ/X", " ", "", "x" * 600, "\x1b[2J", "true", "8192", "-1"]
-)
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(10**30), max_value=10**30)
-    | st.sampled_from([10**400, -(10**400)])  # (past 4,300 digits JSON itself refuses to decode)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | text
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
-    max_leaves=20,
-)
+text = hostile_text
 string_maps = st.dictionaries(
     text
     | st.sampled_from(
