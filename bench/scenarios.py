@@ -562,7 +562,7 @@ def p3_idle(world: World, server: FakeServer, seconds: float, resync: float) -> 
         before_writes = writes(ctl)
         before_fake = fake.writes()
         before_info = fake.requests[INFO]
-        relists_before = ctl.metric("kube_watch_relists_total")
+        relists_before = ctl.metric("model_catalog_kube_watch_relists_total")
         assert ctl.process is not None
         samples: list[int] = []
         end = time.monotonic() + seconds
@@ -584,7 +584,7 @@ def p3_idle(world: World, server: FakeServer, seconds: float, resync: float) -> 
             "controller_writes_by_kind": by_kind,
             "resource_versions_changed": sorted(k for k in before_rv if before_rv[k] != after_rv[k]),
             "litellm_resyncs": fake.requests[INFO] - before_info,
-            "kube_relists": ctl.metric("kube_watch_relists_total") - relists_before,
+            "kube_relists": ctl.metric("model_catalog_kube_watch_relists_total") - relists_before,
             "rss_mib": summary([s / 1024 for s in samples]),
         }
         kinds = ("WriteCatalog", "PatchAgentTemplate", "RollWorkload", "EvictPod")
