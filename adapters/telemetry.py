@@ -121,6 +121,7 @@ class Telemetry:
                 "Event log records dropped (disk full, write errors)",
             ),
             ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
+            ("model_catalog_items", "Source items (routes.json records) by state"),
             ("model_catalog_catalog_bytes", "Bytes of data of the catalog the current state renders"),
             ("model_catalog_catalog_limit_bytes", "Bytes of data one ConfigMap holds at most (1 MiB)"),
             (

@@ -121,6 +121,7 @@ class Service:
         self.telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(self.loop.queue.depth), {})])
         self.telemetry.set_gauge("model_catalog_leader", lambda: [(1.0 if self.leading else 0.0, {})])
         size = CatalogSize(lambda: self.loop.state)
+        self.telemetry.set_gauge("model_catalog_items", size.items)
         self.telemetry.set_gauge("model_catalog_catalog_bytes", size.size)
         self.telemetry.set_gauge("model_catalog_catalog_limit_bytes", size.limit)
         self.telemetry.set_gauge("model_catalog_catalog_too_large", size.too_large)
