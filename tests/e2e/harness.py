@@ -9,6 +9,7 @@ polling helpers.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import json
 import os
@@ -385,10 +386,8 @@ class CuttableProxy:
             for sock in (source, sink):
                 with self.lock:
                     self.open.discard(sock)
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
 
     def cut(self) -> None:
@@ -396,10 +395,8 @@ class CuttableProxy:
         with self.lock:
             victims = list(self.open)
         for sock in victims:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def restore(self) -> None:
         self.refusing = False
