@@ -43,12 +43,12 @@ class Target:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Target:
-        namespace = env.get("NAMESPACE") or cls.namespace
+        namespace = env.get("NAMESPACE") or "ai"
         return cls(
             namespace=namespace,
-            configmap=env.get("CATALOG_CONFIGMAP") or cls.configmap,
+            configmap=env.get("CATALOG_CONFIGMAP") or "ai-model-catalog",
             lease_namespace=env.get("CATALOG_LEASE_NAMESPACE") or namespace,
-            lease_name=env.get("CATALOG_LEASE_NAME") or cls.lease_name,
+            lease_name=env.get("CATALOG_LEASE_NAME") or "ai-model-catalog-controller",
         )
 
 
@@ -76,6 +76,12 @@ async def read_status(api: KubeApi, target: Target, previous: Status | None = No
     return status_from_configmap(configmap, await read_leader(api, target), previous)
 
 
+def _say(err: IO[str], message: str) -> None:
+    err.write(one_line(message))
+    err.write("\n")  # a write of its own: TerminalSafe escapes line breaks inside a write
+    err.flush()
+
+
 def exit_code(status: Status) -> int:
     return EXIT_FAILING if status.failing else EXIT_OK
 
@@ -94,8 +100,11 @@ def _now() -> dt.datetime:
 def show(status: Status, options: Options, out: IO[str], *, redraw: bool) -> None:
     if options.output == "json":
         flags = 0 if options.watch else orjson.OPT_INDENT_2
-        out.write(orjson.dumps(status.as_json(), option=flags | orjson.OPT_SORT_KEYS).decode())
-        out.write("\n")
+        text = orjson.dumps(status.as_json(), option=flags | orjson.OPT_SORT_KEYS).decode()
+        for line in text.split("\n"):  # line by line: the stream escapes a line break inside a write
+            out.write(line)
+            out.write("\n")
+        out.flush()
         return
     if redraw:
         out.flush()
@@ -112,7 +121,7 @@ async def run_status(
     try:
         status = await read_status(api, target)
     except UnreadableError as exc:
-        err.write(f"model-catalog: {one_line(str(exc))}\n")
+        _say(err, f"model-catalog: {exc}")
         return EXIT_UNREADABLE
     show(status, options, out, redraw=terminal and options.watch)
     if not options.watch:
@@ -147,8 +156,7 @@ async def _watch(
         try:
             latest = await read_status(api, target, views[-1])
         except UnreadableError as exc:
-            err.write(f"model-catalog: {one_line(str(exc))} (trying again)\n")
-            err.flush()
+            _say(err, f"model-catalog: {exc} (trying again)")
             continue
         changed = not latest.same_view(views[-1])
         views.append(latest)

@@ -145,6 +145,8 @@ def world(kube_peer: Any, litellm_peer: Any, tmp_path_factory: pytest.TempPathFa
         if "observedGeneration" in status:
             live = json.loads(kubectl(admin, "get", kind, name, "-n", ns, "-o", "json"))
             status["observedGeneration"] = live["metadata"]["generation"]
+        if "readyReplicas" in status:  # the API server checks ready <= replicas
+            status.setdefault("replicas", status["readyReplicas"])
         kubectl(
             admin,
             "patch",
