@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from typing import IO, Any, cast
+from urllib.parse import quote
 
 import anyio
 import attrs
@@ -57,7 +58,9 @@ class UnreadableError(Exception):
 
 
 async def read_leader(api: KubeApi, target: Target) -> Leader:
-    path = f"/apis/coordination.k8s.io/v1/namespaces/{target.lease_namespace}/leases/{target.lease_name}"
+    path = (
+        f"/apis/coordination.k8s.io/v1/namespaces/{_q(target.lease_namespace)}/leases/{_q(target.lease_name)}"
+    )
     try:
         lease = await api.request("GET", path, timeout=REQUEST_TIMEOUT_SECONDS)
     except KubeError as exc:
@@ -68,12 +71,16 @@ async def read_leader(api: KubeApi, target: Target) -> Leader:
 
 
 async def read_status(api: KubeApi, target: Target, previous: Status | None = None) -> Status:
-    path = f"/api/v1/namespaces/{target.namespace}/configmaps/{target.configmap}"
+    path = f"/api/v1/namespaces/{_q(target.namespace)}/configmaps/{_q(target.configmap)}"
     try:
         configmap = await api.request("GET", path, timeout=REQUEST_TIMEOUT_SECONDS)
     except KubeError as exc:
         raise UnreadableError(f"ConfigMap {target.namespace}/{target.configmap}: {exc}") from None
     return status_from_configmap(configmap, await read_leader(api, target), previous)
+
+
+def _q(segment: str) -> str:
+    return quote(segment, safe="")
 
 
 def _say(err: IO[str], message: str) -> None:
