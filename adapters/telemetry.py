@@ -121,6 +121,13 @@ class Telemetry:
                 "Event log records dropped (disk full, write errors)",
             ),
             ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
+            ("model_catalog_items", "Source items (routes.json records) by state"),
+            ("model_catalog_catalog_bytes", "Bytes of data of the catalog the current state renders"),
+            ("model_catalog_catalog_limit_bytes", "Bytes of data one ConfigMap holds at most (1 MiB)"),
+            (
+                "model_catalog_catalog_too_large",
+                "1 while the catalog is too large to write (apps keep the last)",
+            ),
             (
                 "model_catalog_source_stale_seconds",
                 "How long each watch that is not streaming (presumed dead, reconnecting) has been so",

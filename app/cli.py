@@ -122,6 +122,27 @@ def parser() -> argparse.ArgumentParser:
         run_cmd.add_argument(flag, metavar="VALUE", help=f"{text} [env {variable}]")
     run_cmd.set_defaults(func=_run)
 
+    status_cmd = commands.add_parser(
+        "status",
+        help="the live catalog at a glance: every routes.json record, the catalog hash and the leader",
+        description="Read ConfigMap/ai-model-catalog and the controller's Lease (get only; kubeconfig or "
+        "in-cluster) and print one row per routes.json record: model, source, state, reason, routes and "
+        "since when. Exit 0 when no item is in error or conflict, 1 when one is, 2 when the catalog "
+        "cannot be read.",
+    )
+    status_cmd.add_argument(
+        "-o", "--output", choices=("wide", "json"), default="", help="wide: ids, api_base hosts, messages"
+    )
+    status_cmd.add_argument(
+        "-w", "--watch", action="store_true", help="read again every --interval and redraw on change"
+    )
+    status_cmd.add_argument(
+        "--interval", type=_positive_seconds, default=2.0, metavar="SECONDS", help="for --watch (2)"
+    )
+    status_cmd.add_argument("-n", "--namespace", metavar="NS", help="the catalog's namespace [env NAMESPACE]")
+    status_cmd.add_argument("--kubeconfig", metavar="FILE", help="[env KUBECONFIG; else in-cluster]")
+    status_cmd.set_defaults(func=_status)
+
     replay_cmd = commands.add_parser(
         "replay",
         help="fold a recorded event log again, offline, and print or verify its commands",
@@ -184,6 +205,27 @@ def _seq(text: str) -> int:
     if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"{text!r} is not a sequence number")
     return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds between 0.1 and 3600")
+    return value
+
+
+def _status(args: argparse.Namespace) -> int:
+    from app import status
+
+    target = status.Target.from_env(os.environ)
+    if args.namespace:
+        lease_ns = os.environ.get("CATALOG_LEASE_NAMESPACE") or args.namespace
+        target = status.Target(args.namespace, target.configmap, lease_ns, target.lease_name)
+    options = status.Options(output=args.output, watch=args.watch, interval=args.interval)
+    return status.main(args.kubeconfig or os.environ.get("KUBECONFIG", ""), target, options)
 
 
 def _replay(args: argparse.Namespace) -> int:

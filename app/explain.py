@@ -21,6 +21,7 @@ from typing import IO, Any, cast
 import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogReadError
+from app.progress import LogProgress
 from app.replay import (
     EXIT_OK,
     EXIT_UNREADABLE,
@@ -411,12 +412,37 @@ def run(
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
+    with LogProgress(path, err if err is not None else sys.stderr) as progress:
+        return _run(
+            path,
+            model,
+            until=until,
+            as_json=as_json,
+            max_line_bytes=max_line_bytes,
+            out=out,
+            err=err,
+            progress=progress,
+        )
+
+
+def _run(
+    path: str,
+    model: str,
+    *,
+    until: int | None = None,
+    as_json: bool = False,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+    progress: LogProgress,
+) -> int:
     out = cast(IO[str], TerminalSafe(out if out is not None else sys.stdout))
-    err = cast(IO[str], TerminalSafe(err if err is not None else sys.stderr))
+    err = cast(IO[str], TerminalSafe(progress.stream(err if err is not None else sys.stderr)))
     story = Story(model)
     names: set[str] = set()
     try:
         replayer = Replayer(path, until=until, max_line_bytes=max_line_bytes)
+        replayer.progress = progress.at if progress.enabled else None
         title = (
             f"{model} in {path} (run {replayer.header.run}, model-catalog {replayer.header.service_version})"
         )

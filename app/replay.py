@@ -20,13 +20,14 @@ and the reason on stderr).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogFile, LogLine, LogReadError
+from app.progress import LogProgress
 from app.stepping import guarded_step, where
 from app.terminal import TerminalSafe
 from catalog_core import raw
@@ -125,6 +126,7 @@ class Replayer:
         self.schema_matches = self.header.state_schema == wire.STATE_SCHEMA
         self.state = initial_state(self.config)
         self.last_seq: int | None = None
+        self.progress: Callable[[int], None] | None = None  # told each record's byte offset (a bar)
         self.first_seq: int | None = None
         self.failed_steps = 0
 
@@ -190,6 +192,8 @@ class Replayer:
                     f"the file continues run {self.header.run}: replaying "
                     f"from its opening snapshot at seq {prev}",
                 )
+        if self.progress is not None:
+            records = _reporting(records, self.progress)
         yield from self._stream(records, prev)
 
     def _continues(self, prev: int, line: LogLine) -> None:
@@ -291,6 +295,12 @@ class Replayer:
             yield Step(*pending, None if stopped else [])
         if reseed and not stopped:
             raise self._fail(0, "the log ends with a gap (no snapshot after it)")
+
+
+def _reporting(records: Iterator[LogLine], report: Callable[[int], None]) -> Iterator[LogLine]:
+    for line in records:
+        report(line.offset)
+        yield line
 
 
 # --- text --------------------------------------------------------------------------------------
@@ -450,11 +460,38 @@ def run(
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
+    with LogProgress(path, err if err is not None else sys.stderr) as progress:
+        return _run(
+            path,
+            until=until,
+            from_snapshot=from_snapshot,
+            verify=verify,
+            as_json=as_json,
+            max_line_bytes=max_line_bytes,
+            out=out,
+            err=err,
+            progress=progress,
+        )
+
+
+def _run(
+    path: str,
+    *,
+    until: int | None = None,
+    from_snapshot: bool = False,
+    verify: bool = False,
+    as_json: bool = False,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+    progress: LogProgress,
+) -> int:
     out = cast(IO[str], TerminalSafe(out if out is not None else sys.stdout))
-    err = cast(IO[str], TerminalSafe(err if err is not None else sys.stderr))
+    err = cast(IO[str], TerminalSafe(progress.stream(err if err is not None else sys.stderr)))
     events = commands = snapshots = 0
     try:
         replayer = Replayer(path, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes)
+        replayer.progress = progress.at if progress.enabled else None
         if verify and not replayer.schema_matches:
             print(
                 "note: the snapshots were written with another state shape; only commands are compared",

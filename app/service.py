@@ -26,6 +26,7 @@ from kubernetes_asyncio import config as k8s_config
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from adapters.kube.settings import KubeSettings
 from adapters.telemetry import Telemetry
+from app.catalog_size import CatalogSize
 from app.http import ProbeServer, Request, debug_allowed
 from app.leader import LeaderElector, LeaseConfig
 from app.library import ModelCatalog
@@ -119,6 +120,11 @@ class Service:
         self.catalog.kube.stats.listeners.append(self.telemetry.kube_stat)
         self.telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(self.loop.queue.depth), {})])
         self.telemetry.set_gauge("model_catalog_leader", lambda: [(1.0 if self.leading else 0.0, {})])
+        size = CatalogSize(lambda: self.loop.state)
+        self.telemetry.set_gauge("model_catalog_items", size.items)
+        self.telemetry.set_gauge("model_catalog_catalog_bytes", size.size)
+        self.telemetry.set_gauge("model_catalog_catalog_limit_bytes", size.limit)
+        self.telemetry.set_gauge("model_catalog_catalog_too_large", size.too_large)
         stale = self.catalog.kube.stats.stale
         self.telemetry.set_gauge(
             "model_catalog_source_stale_seconds",

@@ -27,3 +27,14 @@ def skip_or_fail(reason: str) -> None:
     if REQUIRE_PEERS:
         pytest.fail(f"required peer unavailable: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+REQUIRE_TOOLS = os.environ.get("MODEL_CATALOG_REQUIRE_TOOLS") == "1"
+
+
+def skip_or_fail_tool(reason: str) -> None:
+    """Without a test tool (promtool), skip with a one-line reason — but in CI (MODEL_CATALOG_REQUIRE_TOOLS=1)
+    fail: the rule tests must run there."""
+    if REQUIRE_TOOLS:
+        pytest.fail(f"required test tool unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)

@@ -9,6 +9,7 @@ polling helpers.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import json
 import os
@@ -72,13 +73,15 @@ def served_api_versions(kubeconfig: Path) -> set[str]:
     return set(kubectl(kubeconfig, "api-versions").split())
 
 
-def deploy_base(kubeconfig: Path, ns: str = "ai", app_ns: str = "ai-system") -> tuple[str, list[str]]:
+def deploy_base(
+    kubeconfig: Path, ns: str = "ai", app_ns: str = "ai-system", kustomization: Path = DEPLOY
+) -> tuple[str, list[str]]:
     """``deploy/`` as kustomize renders it, moved to ``ns`` / ``app_ns``, minus the objects of API versions
     this API server does not serve (the test peer is v1.20: policy/v1 PodDisruptionBudgets arrived in
     1.21); (YAML, skipped objects)."""
     served = served_api_versions(kubeconfig)
     docs, skipped = [], []
-    for doc in yaml.safe_load_all(kubectl(kubeconfig, "kustomize", str(DEPLOY))):
+    for doc in yaml.safe_load_all(kubectl(kubeconfig, "kustomize", str(kustomization))):
         if not doc:
             continue
         if doc["apiVersion"] not in served:
@@ -91,8 +94,10 @@ def deploy_base(kubeconfig: Path, ns: str = "ai", app_ns: str = "ai-system") -> 
     return yaml.safe_dump_all(docs), skipped
 
 
-def service_account_kubeconfig(admin_kubeconfig: Path, namespace: str, target: Path) -> Path:
-    """A kubeconfig that authenticates as the controller's ServiceAccount (TokenRequest)."""
+def service_account_kubeconfig(
+    admin_kubeconfig: Path, namespace: str, target: Path, account: str = SA
+) -> Path:
+    """A kubeconfig that authenticates as a ServiceAccount, the controller's by default (TokenRequest)."""
     request = {
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenRequest",
@@ -102,7 +107,7 @@ def service_account_kubeconfig(admin_kubeconfig: Path, namespace: str, target: P
         admin_kubeconfig,
         "create",
         "--raw",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{SA}/token",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
         "-f",
         "-",
         input_text=json.dumps(request),
@@ -119,8 +124,8 @@ def service_account_kubeconfig(admin_kubeconfig: Path, namespace: str, target: P
         "clusters": [
             {"name": "peer", "cluster": {"server": cluster["server"], "certificate-authority-data": ca}}
         ],
-        "users": [{"name": SA, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "peer", "user": SA, "namespace": namespace}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "peer", "user": account, "namespace": namespace}}],
         "current-context": "sa",
     }
     target.write_text(yaml.safe_dump(config))
@@ -335,3 +340,76 @@ def quantile(buckets: list[tuple[float, float]], q: float) -> float:
         if count >= q * total:
             return le
     return float("inf")
+
+
+class CuttableProxy:
+    """A TCP forwarder on 127.0.0.1 to ``upstream`` (host, port) that a test can cut: ``cut()`` closes
+    every open connection and refuses new ones until ``restore()`` — an API server outage as the
+    controller sees it (TLS passes through untouched)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        self.refusing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self.lock:
+                self.open.update((client, server))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with self.lock:
+                    self.open.discard(sock)
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def cut(self) -> None:
+        self.refusing = True
+        with self.lock:
+            victims = list(self.open)
+        for sock in victims:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def restore(self) -> None:
+        self.refusing = False
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+def kubeconfig_through(kubeconfig: Path, port: int, target: Path) -> Path:
+    """``kubeconfig`` with its server moved to 127.0.0.1:``port`` (a CuttableProxy in front of it)."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    for cluster in doc["clusters"]:
+        cluster["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    target.write_text(yaml.safe_dump(doc))
+    return target
