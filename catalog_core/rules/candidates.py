@@ -28,13 +28,6 @@ FREETOKEN = "freetoken/"
 _ENDPOINT = re.compile(r"^(https?)://([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(?::(\d{1,5}))?(/[^\s?#]*)?$")
 
 
-def item_source(item: str) -> Source:
-    prefix = item.split("/", 1)[0]
-    return {"kubeai": Source.KUBEAI, "external": Source.EXTERNAL, "activation": Source.ACTIVATION}.get(
-        prefix, Source.FREETOKEN
-    )
-
-
 def candidate(state: CatalogState, item: str) -> Candidate | None:
     """None when the item does not exist (or is not a catalog item, e.g. a local activation)."""
     kind, _, key = item.partition("/")

@@ -7,16 +7,10 @@ from __future__ import annotations
 
 import attrs
 
-from catalog_core.events import SourceKind
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogEntry, CatalogState, DesiredRoute, RouteRef
 from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, Source, logical_name, name_problem
 
-_FAMILY_SOURCES = {
-    "kubeai": (SourceKind.KUBEAI_MODELS,),
-    "external": (SourceKind.EXTERNAL_MODELS, SourceKind.MODEL_ACTIVATIONS),
-    "freetoken": (SourceKind.FREETOKEN_DEPLOYMENTS, SourceKind.MODEL_ACTIVATIONS, SourceKind.SERVICES),
-}
 _BIG = 1 << 62
 
 
@@ -78,12 +72,6 @@ def _from_row(row: LiteLLMRow, owned: bool) -> RouteView:
     )
 
 
-def row_source_known(state: CatalogState, row: LiteLLMRow) -> bool:
-    """Whether every source that could claim this owned row has been read (else the row is held as it is)."""
-    family = row.id.removeprefix("ai-appliance-").split("-", 1)[0]
-    return all(state.source(kind).known for kind in _FAMILY_SOURCES.get(family, ()))
-
-
 def published_route(state: CatalogState, rid: str) -> DesiredRoute | None:
     """The winning route for ``rid`` if LiteLLM holds a row of ours under that id."""
     item = state.derived.winners.get(rid)
@@ -113,12 +101,10 @@ def views_for(state: CatalogState, logical: str) -> list[RouteView]:
             # LiteLLM does not check names: one with a line break would add lines to defaults.env
             continue
         if row.ours:
-            # An owned row nobody claims is being withdrawn, unless its sources are unknown: then hold it.
-            if rid in state.derived.winners or row_source_known(state, row):
-                continue
-            views.append(_from_row(row, owned=True))
-        else:
-            views.append(_from_row(row, owned=False))
+            # An owned row nobody claims is being withdrawn. (Entries are derived only once every catalog
+            # source is known -- plan.catalog_inputs_known -- so no owned row is held for an unread source.)
+            continue
+        views.append(_from_row(row, owned=False))
     return views
 
 

@@ -9,7 +9,6 @@ from catalog_core.commands import (
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
 )
-from catalog_core.rules.entries import row_source_known
 from catalog_core.rules.routes import SET_KEYS_KEY
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogState, DesiredRoute
@@ -53,6 +52,8 @@ def litellm_command(state: CatalogState, rid: str) -> LiteLLMCommand | None:
         if not row.ours or row_matches(route, row):
             return None  # a foreign row is never touched (B.1)
         return RecreateLiteLLMModel(*args) if needs_recreate(route, row) else UpdateLiteLLMModel(*args)
-    if row is not None and row.ours and row_source_known(state, row):
+    if row is not None and row.ours:
+        # Planning starts only once every catalog source is known (plan.catalog_inputs_known): an owned row
+        # no source claims is withdrawn, never one whose source is merely unread.
         return DeleteLiteLLMModel(rid)
     return None
