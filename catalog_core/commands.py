@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from catalog_core import keys
 from catalog_core.jsonval import Json, canonical, short_hash
 
 
@@ -76,7 +77,7 @@ class _LiteLLMWrite:
 
     @property
     def key(self) -> str:
-        return f"litellm/{self.model_id}"
+        return keys.litellm_key(self.model_id)
 
 
 @attrs.frozen
@@ -104,7 +105,7 @@ class DeleteLiteLLMModel:
 
     @property
     def key(self) -> str:
-        return f"litellm/{self.model_id}"
+        return keys.litellm_key(self.model_id)
 
 
 @attrs.frozen
@@ -125,7 +126,7 @@ class WriteCatalog:
 
     @property
     def key(self) -> str:
-        return f"catalog/{self.namespace}/{self.name}"
+        return keys.catalog_key(self.namespace, self.name)
 
 
 @attrs.frozen
@@ -143,7 +144,7 @@ class PatchAgentTemplate:
 
     @property
     def key(self) -> str:
-        return f"agenttemplate/{self.namespace}/{self.name}"
+        return keys.agent_template_key(self.namespace, self.name)
 
 
 @attrs.frozen
@@ -161,7 +162,7 @@ class RollWorkload:
 
     @property
     def key(self) -> str:
-        return f"rollout/{self.namespace}/{self.kind}/{self.name}"
+        return keys.rollout_key(self.namespace, self.kind, self.name)
 
 
 @attrs.frozen
@@ -179,7 +180,7 @@ class EvictPod:
 
     @property
     def key(self) -> str:
-        return f"evict/{self.namespace}/{self.name}"
+        return keys.evict_key(self.namespace, self.name)
 
 
 @attrs.frozen
@@ -195,7 +196,7 @@ class ProbeRuntime:
 
     @property
     def key(self) -> str:
-        return f"probe/{self.runtime}"
+        return keys.probe_key(self.runtime)
 
 
 @attrs.frozen
@@ -222,7 +223,7 @@ class EmitKubernetesEvent:
 
     @property
     def key(self) -> str:
-        return f"event/{self.id}"
+        return keys.event_key(self.id)
 
 
 @attrs.frozen
@@ -246,7 +247,7 @@ class WatchSecrets:
 
     @property
     def key(self) -> str:
-        return f"watch/secrets/{self.namespace}"
+        return keys.secret_watch_key(self.namespace)
 
 
 # Commands that only read: a standby replica still issues them to keep its state warm.

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from catalog_core import raw
+from catalog_core import raw, registry
 from catalog_core.events import (
     LiteLLMRowsObserved,
     LiteLLMUnreachable,
@@ -25,6 +25,19 @@ from catalog_core.events import (
     Unavailability,
 )
 from catalog_core.jsonval import canonical
+from catalog_core.keys import (
+    RefKey,
+    RefKind,
+    activation_ref,
+    agent_template_key,
+    catalog_key,
+    evict_key,
+    is_litellm_key,
+    litellm_id,
+    litellm_key,
+    rollout_key,
+    secret_ref,
+)
 from catalog_core.pmap import PMap
 from catalog_core.reasons import Reason
 from catalog_core.sources.activation import ModelActivation
@@ -40,6 +53,7 @@ from catalog_core.state import (
     CatalogState,
     Control,
     LiteLLMStatus,
+    Marks,
     Pending,
     SourceState,
     SourceStatus,
@@ -66,14 +80,11 @@ _FIELD: dict[SourceKind, tuple[str, str]] = {
     SourceKind.STATEFULSETS: ("cluster", "workloads"),
     SourceKind.DAEMONSETS: ("cluster", "workloads"),
 }
-# What an object of each source is about, for re-planning: item keys, or a flag.
-_ITEM_PREFIX = {
-    SourceKind.KUBEAI_MODELS: "kubeai/",
-    SourceKind.FREETOKEN_DEPLOYMENTS: "freetoken/",
-}
-_DEPENDENTS_PREFIX = {
-    SourceKind.SERVICES: "service/",
-    SourceKind.SECRETS: "secret/",
+# What an object of each source is about, for re-planning: the items of a route source
+# (registry.BY_KIND), the claims that depend on it, or a flag.
+_DEPENDENTS_KIND = {
+    SourceKind.SERVICES: RefKind.SERVICE,
+    SourceKind.SECRETS: RefKind.SECRET,
 }
 
 
@@ -112,22 +123,26 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
     """Mark what depends on the object ``name`` of ``source`` for re-planning."""
     pending, control = state.pending, state.control
     ns = state.config.namespace
-    if (prefix := _ITEM_PREFIX.get(source)) is not None:
-        pending = attrs.evolve(pending, items=mark(pending.items, prefix + name))
-    elif source is SourceKind.MODEL_ACTIVATIONS:
-        items = mark_all(pending.items, _dependents(state, f"activation/{name}"))
-        pending = attrs.evolve(pending, items=mark(items, f"activation/{name}"))
-    elif (ref_prefix := _DEPENDENTS_PREFIX.get(source)) is not None:
-        pending = attrs.evolve(pending, items=mark_all(pending.items, _dependents(state, ref_prefix + name)))
+    spec = registry.BY_KIND.get(source)
+    items = pending.items
+    if source is SourceKind.MODEL_ACTIVATIONS:
+        # FreeToken runtimes depend on their activation, whether or not it is a route source of its own
+        items = mark_all(items, _dependents(state, activation_ref(name)))
+    if spec is not None:
+        pending = attrs.evolve(pending, items=mark(items, spec.item(name).text))
+    elif (ref_kind := _DEPENDENTS_KIND.get(source)) is not None:
+        pending = attrs.evolve(
+            pending, items=mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
+        )
     elif source is SourceKind.AGENT_TEMPLATES:
         pending = attrs.evolve(pending, templates=True)
-        control = attrs.evolve(control, settled=control.settled.delete(f"agenttemplate/{ns}/{name}"))
+        control = attrs.evolve(control, settled=control.settled.delete(agent_template_key(ns, name)))
     elif source is SourceKind.PODS:
         pending = attrs.evolve(pending, rollouts=True)
-        control = attrs.evolve(control, settled=control.settled.delete(f"evict/{ns}/{name}"))
+        control = attrs.evolve(control, settled=control.settled.delete(evict_key(ns, name)))
     elif source in _WORKLOAD_KIND:
         pending = attrs.evolve(pending, rollouts=True)
-        key = f"rollout/{ns}/{_WORKLOAD_KIND[source]}/{name}"
+        key = rollout_key(ns, _WORKLOAD_KIND[source], name)
         control = attrs.evolve(control, settled=control.settled.delete(key))
     else:
         pending = attrs.evolve(pending, rollouts=True)
@@ -164,6 +179,12 @@ def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:
     if isinstance(new, ConsumerPod) and new.uid not in births and catalog is not None and live:
         births = births.set(new.uid, catalog.catalog_hash or "")
     return births
+
+
+def mark_litellm_key(ids: Marks, key: str) -> Marks:
+    """Mark the model id a ``litellm/<id>`` key writes; other keys mark nothing."""
+    rid = litellm_id(key)
+    return mark(ids, rid) if rid is not None else ids
 
 
 def _set_status(
@@ -225,7 +246,7 @@ def listed(state: CatalogState, event: SourceListed) -> CatalogState:
             scope = frozenset(event.scope)
             items = state.pending.items
             for name in scope.symmetric_difference(state.observed.secrets_scope):
-                items = mark_all(items, _dependents(state, f"secret/{name}"))
+                items = mark_all(items, _dependents(state, secret_ref(name)))
             state = attrs.evolve(
                 state,
                 observed=attrs.evolve(state.observed, secrets_scope=scope),
@@ -279,18 +300,19 @@ def _external(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogStat
             pending=attrs.evolve(state.pending, catalog=True),
         )
     items = observed.external_items
+    document = registry.BY_KIND[SourceKind.EXTERNAL_MODELS]
     new_names = {item.name for item in doc.items}
     marks = state.pending.items
     for name in list(items):
         if name not in new_names:
             items = items.delete(name)
-            marks = mark(marks, f"external/{name}")
+            marks = mark(marks, document.item(name).text)
     for item in doc.items:
         if items.get(item.name) != item:
             items = items.set(item.name, item)
-            marks = mark(marks, f"external/{item.name}")
+            marks = mark(marks, document.item(item.name).text)
     if uid != observed.external_uid:
-        marks = mark_all(marks, (f"external/{name}" for name in items))
+        marks = mark_all(marks, (document.item(name).text for name in items))
     return attrs.evolve(
         state,
         observed=attrs.evolve(observed, external_items=items, external_problem=None, external_uid=uid),
@@ -312,7 +334,7 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
         state,
         cluster=attrs.evolve(cluster, catalog=observed, initial_catalog_hash=initial),
         pending=attrs.evolve(state.pending, catalog=True, rollouts=True),
-        control=attrs.evolve(state.control, settled=state.control.settled.delete(f"catalog/{ns}/{name}")),
+        control=attrs.evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
     )
 
 
@@ -339,13 +361,13 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         if failure.reason is Reason.LITELLM_UNAUTHORIZED:
             # The master key works again: what failed for that reason may be tried again.
             failures = failures.delete(key)
-            ids = mark(ids, key.removeprefix("litellm/"))
+            ids = mark_litellm_key(ids, key)
     if not was_reachable:
         # LiteLLM answers again: writes still backing off from the outage are due now (their backoff
         # grew with the outage, up to minutes, while the proxy is already back).
-        for key in [k for k in retries if k.startswith("litellm/")]:
+        for key in [k for k in retries if is_litellm_key(k)]:
             retries = retries.delete(key)
-            ids = mark(ids, key.removeprefix("litellm/"))
+            ids = mark_litellm_key(ids, key)
     status = LiteLLMStatus(observed_once=True, reachable=True)
     if (
         status == state.litellm.status
@@ -457,7 +479,7 @@ def _set_rows(
     def changed(rid: str) -> None:
         nonlocal ids, settled
         ids = mark(ids, rid)
-        settled = settled.delete(f"litellm/{rid}")
+        settled = settled.delete(litellm_key(rid))
 
     for rid, row in upserts:
         old = rows.get(rid)

@@ -45,21 +45,7 @@ class Source(StrEnum):
     FREETOKEN = "freetoken"
 
 
-# One owned route per name: a higher rank wins (contracts B.1).
-SOURCE_RANK: dict[Source, int] = {
-    Source.ACTIVATION: 3,
-    Source.EXTERNAL: 2,
-    Source.FREETOKEN: 1,
-    Source.KUBEAI: 0,
-}
-
-# The id family and model_info.source of each source's rows (contracts A.1-A.4, B.3).
-ID_FAMILY: dict[Source, str] = {
-    Source.KUBEAI: "kubeai",
-    Source.EXTERNAL: "external",
-    Source.ACTIVATION: "external",
-    Source.FREETOKEN: "freetoken",
-}
+# Each source's rank, id family and the rest: catalog_core/registry.py.
 
 
 @attrs.frozen
@@ -149,10 +135,6 @@ def slug(name: str) -> str:
     """Contracts A.4: runs outside [A-Za-z0-9_.-] become '-'; dashes trimmed; lower case; 'model' if empty."""
     out = _SLUG_RUNS.sub("-", name).strip("-").lower()
     return out or "model"
-
-
-def route_id(source: Source, name: str) -> str:
-    return f"{ID_PREFIX}{ID_FAMILY[source]}-{slug(name)}"
 
 
 def logical_name(model_name: str) -> str:

@@ -50,7 +50,7 @@ from catalog_core.events import (
     Unavailability,
 )
 from catalog_core.redact import Redacted, redact_for_source
-from contracts.kinds import FREETOKEN_SELECTOR, RESOURCES, Resource, namespace_for
+from contracts.kinds import RESOURCES, Resource, namespace_for
 
 log = logging.getLogger("model_catalog.kube.watch")
 
@@ -96,9 +96,8 @@ def selectors(source: SourceKind, config: CatalogConfig) -> tuple[str, str]:
         return f"metadata.name={config.external_models_configmap}", ""
     if source is SourceKind.CATALOG_CONFIGMAP:
         return f"metadata.name={config.catalog_configmap}", ""
-    if source is SourceKind.FREETOKEN_DEPLOYMENTS:
-        return "", FREETOKEN_SELECTOR
-    return "", ""
+    label = RESOURCES[source].label
+    return "", label.selector if label is not None else ""
 
 
 def watch_specs(config: CatalogConfig) -> list[WatchSpec]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import attrs
 
+from catalog_core.registry import catalog_source
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogEntry, CatalogState, DesiredRoute, RouteRef
-from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, Source, logical_name, name_problem
+from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, logical_name, name_problem
 
 _BIG = 1 << 62
 
@@ -49,7 +50,7 @@ def _from_route(route: DesiredRoute, row: LiteLLMRow | None) -> RouteView:
         context_window=route.context_window or (row.context_window if row is not None else None),
         max_output_tokens=route.max_output_tokens or (row.max_output_tokens if row is not None else None),
         display_name=None,
-        source=route.source.value if route.source is not Source.ACTIVATION else "external",
+        source=catalog_source(route.source),
     )
 
 

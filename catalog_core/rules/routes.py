@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from catalog_core.commands import ApiKeyRef, LiteralKey, SecretKey
 from catalog_core.config import CatalogConfig
@@ -11,12 +11,24 @@ from catalog_core.sources.external import ExternalModel
 from catalog_core.sources.freetoken import FreeTokenRuntime
 from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.state import DesiredRoute
-from catalog_core.values import ID_FAMILY, OWNER, ModelType, Source, route_id
+from catalog_core.values import OWNER, ModelType, Source
 
 SPEC_HASH_KEY = "ai_appliance_spec_hash"
 SET_KEYS_KEY = "ai_appliance_set_keys"
 _OPTIONAL_INFO = ("max_input_tokens", "max_output_tokens", "features", "ai_appliance_scheduler")
 NO_KEY = LiteralKey("none")
+
+
+class Origin(Protocol):
+    """What a route needs to know of its source (``registry.SourceSpec`` is one)."""
+
+    @property
+    def source(self) -> Source: ...
+
+    @property
+    def id_family(self) -> str: ...
+
+    def route_id(self, model_name: str) -> str: ...
 
 
 def key_identity(api_key: ApiKeyRef | None) -> Any:
@@ -66,7 +78,7 @@ def _scheduler(
 
 def _finish(
     *,
-    source: Source,
+    origin: Origin,
     item: str,
     name: str,
     params: dict[str, Any],
@@ -77,8 +89,8 @@ def _finish(
     context: int | None,
     max_output: int | None,
 ) -> DesiredRoute:
-    rid = route_id(source, name)
-    family = ID_FAMILY[source]
+    rid = origin.route_id(name)
+    family = origin.id_family
     model_info: dict[str, Any] = {
         "id": rid,
         "ai_appliance_managed": True,
@@ -104,7 +116,7 @@ def _finish(
     order = params.get("order")
     return DesiredRoute(
         id=rid,
-        source=source,
+        source=origin.source,
         item=item,
         model_name=name,
         litellm_params=Json.of(params),
@@ -121,9 +133,9 @@ def _finish(
     )
 
 
-def kubeai_route(model: KubeAIModel, item: str, config: CatalogConfig) -> DesiredRoute:
+def kubeai_route(model: KubeAIModel, item: str, origin: Origin, config: CatalogConfig) -> DesiredRoute:
     return _finish(
-        source=Source.KUBEAI,
+        origin=origin,
         item=item,
         name=model.name,
         params={"model": f"openai/{model.name}", "api_base": config.kubeai_api_base, "order": 0},
@@ -146,7 +158,7 @@ def kubeai_route(model: KubeAIModel, item: str, config: CatalogConfig) -> Desire
 
 
 def external_route(
-    model: ExternalModel, item: str, source: Source, api_key: ApiKeyRef | None
+    model: ExternalModel, item: str, origin: Origin, api_key: ApiKeyRef | None
 ) -> DesiredRoute:
     params: dict[str, Any] = {"model": model.litellm_model}
     for key, value in (
@@ -159,7 +171,7 @@ def external_route(
         if value is not None:
             params[key] = value
     return _finish(
-        source=source,
+        origin=origin,
         item=item,
         name=model.name,
         params=params,
@@ -172,11 +184,11 @@ def external_route(
     )
 
 
-def freetoken_route(
-    runtime: FreeTokenRuntime, name: str, endpoint: str, model_type: ModelType, item: str
+def runtime_route(
+    runtime: FreeTokenRuntime, name: str, endpoint: str, model_type: ModelType, item: str, *, origin: Origin
 ) -> DesiredRoute:
     return _finish(
-        source=Source.FREETOKEN,
+        origin=origin,
         item=item,
         name=name,
         params={"model": f"openai/{name}", "api_base": endpoint, "order": 0},

@@ -17,6 +17,7 @@ from catalog_core.sources.common import (
     MAX_OUTPUT_ANNOTATION,
     RUNTIME_LABEL,
     FieldWarning,
+    LabelMatch,
     OptionalFields,
     Problem,
     checked_name,
@@ -26,6 +27,8 @@ from catalog_core.sources.common import (
 from catalog_core.values import compute_target_from_profile
 
 FREETOKEN = "freetoken"
+# A Deployment is a FreeToken runtime when labelled appliance.magicstick.dev/runtime=freetoken.
+RUNTIME_MATCH = LabelMatch(RUNTIME_LABEL, FREETOKEN)
 
 
 @attrs.frozen
@@ -51,7 +54,7 @@ class FreeTokenRuntime:
         """None when the Deployment is not a FreeToken runtime (label appliance.magicstick.dev/runtime)."""
         name = raw.name_of(obj)
         labels = raw.string_map(obj, "metadata", "labels")
-        if not name or labels.get(RUNTIME_LABEL, "").strip().lower() != FREETOKEN:
+        if not name or not RUNTIME_MATCH.matches(obj):
             return None
         name, problem = checked_name(name)
         activation = labels.get(ACTIVATION_LABEL, "").strip() or None
