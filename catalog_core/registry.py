@@ -45,6 +45,9 @@ class SourceSpec:
     def route_id(self, model_name: str) -> str:
         return f"{ID_PREFIX}{self.id_family}-{slug(model_name)}"
 
+    def health_key(self, item: ItemKey) -> str:
+        return health_key(item)
+
 
 def _kubeai_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
     return ObjectRef("kubeai.org/v1", "Model", state.config.namespace, key.name, uid)

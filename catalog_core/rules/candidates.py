@@ -346,7 +346,7 @@ def _runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate
         port = f":{service.port}" if service.port else ""
         origin = f"http://{runtime.name}.{ns}.svc.cluster.local{port}"
         endpoint, health_url = f"{origin}/v1", f"{origin}/health"
-    health = state.health.get(runtime.name)
+    health = state.health.get(spec.health_key(key))
     model_type = parse_model_type(activation.model_type_hint, "spec.modelType")
     kind = model_type if isinstance(model_type, ModelType) else ModelType.CHAT
     route: DesiredRoute = runtime_route(runtime, model_name, endpoint, kind, item, origin=spec)

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 from catalog_core.commands import ApiKeyRef, LiteralKey, SecretKey
 from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import Json, canonical, short_hash
+from catalog_core.keys import ItemKey
 from catalog_core.sources.external import ExternalModel
 from catalog_core.sources.freetoken import FreeTokenRuntime
 from catalog_core.sources.kubeai import KubeAIModel
@@ -29,6 +30,8 @@ class Origin(Protocol):
     def id_family(self) -> str: ...
 
     def route_id(self, model_name: str) -> str: ...
+
+    def health_key(self, item: ItemKey) -> str: ...
 
 
 def key_identity(api_key: ApiKeyRef | None) -> Any:
