@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+from importlib import resources
 from typing import get_args
 
 import attrs
@@ -122,3 +125,20 @@ def test_mark_key_marks_the_target_of_every_write() -> None:
     assert pending["rollout/ai/Deployment/app"].rollouts
     assert pending["evict/ai/pod"].rollouts
     assert pending["probe/rt"].items
+
+
+def _schema(name: str) -> dict:
+    return json.loads(resources.files("contracts").joinpath("schemas", name).read_text())
+
+
+def test_the_schemas_name_every_source_and_no_other() -> None:
+    """The published schemas list the sources by value: a source added to the registry alone would write
+    records, ids and event-log lines that its own schemas reject."""
+    routes = _schema("routes.schema.json")["items"]["properties"]["source"]["enum"]
+    assert sorted(routes) == sorted(s.value for s in Source)
+    model_info = _schema("render-output.schema.json")["$defs"]["deployment"]["properties"]["model_info"]
+    pattern = model_info["properties"]["id"]["pattern"]
+    families = re.fullmatch(r"\^ai-appliance-\(([a-z|]+)\)-", pattern)
+    assert families is not None and set(families.group(1).split("|")) == {s.id_family for s in registry.SPECS}
+    kinds = _schema("eventlog.schema.json")["$defs"]["SourceKind"]["enum"]
+    assert kinds == [k.value for k in SourceKind]
