@@ -6,9 +6,10 @@ so resyncs, relists and status-only updates cost no planning.
 
 from __future__ import annotations
 
+import functools
 import marshal
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -88,26 +89,28 @@ _DEPENDENTS_KIND = {
 }
 
 
+def _workload(kind: SourceKind, state: CatalogState, obj: Mapping[str, Any]) -> Workload | None:
+    return Workload.from_k8s(obj, _WORKLOAD_KIND[kind])
+
+
+# How an object of each map-shaped source becomes a typed value (every key of _FIELD has one).
+_PARSE: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any]], Any]] = {
+    SourceKind.KUBEAI_MODELS: lambda state, obj: KubeAIModel.from_k8s(obj),
+    SourceKind.MODEL_ACTIVATIONS: lambda state, obj: ModelActivation.from_k8s(obj, state.config.namespace),
+    SourceKind.FREETOKEN_DEPLOYMENTS: lambda state, obj: FreeTokenRuntime.from_k8s(obj),
+    SourceKind.SERVICES: lambda state, obj: ServicePort.from_k8s(obj),
+    SourceKind.SECRETS: lambda state, obj: SecretInfo.from_k8s(obj),
+    SourceKind.AGENT_TEMPLATES: lambda state, obj: AgentTemplateInfo.from_k8s(obj),
+    SourceKind.PODS: lambda state, obj: ConsumerPod.from_k8s(obj),
+    SourceKind.REPLICASETS: lambda state, obj: ReplicaSetOwner.from_k8s(obj),
+    **{kind: functools.partial(_workload, kind) for kind in _WORKLOAD_KIND},
+}
+if set(_PARSE) != set(_FIELD):  # a map-shaped source must be both parsed and stored
+    raise RuntimeError(f"ingest: parsed {sorted(_PARSE)} but stored {sorted(_FIELD)}")
+
+
 def _parse(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> Any:
-    if source is SourceKind.KUBEAI_MODELS:
-        return KubeAIModel.from_k8s(obj)
-    if source is SourceKind.MODEL_ACTIVATIONS:
-        return ModelActivation.from_k8s(obj, state.config.namespace)
-    if source is SourceKind.FREETOKEN_DEPLOYMENTS:
-        return FreeTokenRuntime.from_k8s(obj)
-    if source is SourceKind.SERVICES:
-        return ServicePort.from_k8s(obj)
-    if source is SourceKind.SECRETS:
-        return SecretInfo.from_k8s(obj)
-    if source is SourceKind.AGENT_TEMPLATES:
-        return AgentTemplateInfo.from_k8s(obj)
-    if source is SourceKind.PODS:
-        return ConsumerPod.from_k8s(obj)
-    if source is SourceKind.REPLICASETS:
-        return ReplicaSetOwner.from_k8s(obj)
-    if source in _WORKLOAD_KIND:
-        return Workload.from_k8s(obj, _WORKLOAD_KIND[source])
-    raise ValueError(source)
+    return _PARSE[source](state, obj)
 
 
 def _key(source: SourceKind, name: str) -> str:
