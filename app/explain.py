@@ -54,7 +54,7 @@ from contracts import eventlog as wire
 
 EXIT_NOT_FOUND = 1
 
-# What each reason code means for a model (contracts B.5), in one sentence.
+# What each reason code means for a model (behaviour §7), in one sentence.
 REASON_TEXT: dict[Reason, str] = {
     Reason.PUBLISHED: "it is published: LiteLLM holds its route and the catalog lists it",
     Reason.NOT_READY: "its runtime is not ready (KubeAI status.replicas.ready, or the Deployment's gates)",

@@ -230,7 +230,7 @@ class EmitKubernetesEvent:
 class SecretWatch:
     name: str
     # True: usable only if labelled model-provider-secret=true (the label-selected watch covers it);
-    # False: allowed by its name (ai-model-provider-*), read by name whatever its labels (contracts C.8)
+    # False: allowed by its name (ai-model-provider-*), read by name whatever its labels (behaviour §1.5)
     provider_only: bool
 
 

@@ -282,7 +282,7 @@ def _replace_all(
 
 def unavailable(state: CatalogState, event: SourceUnavailable) -> CatalogState:
     if event.status is Unavailability.NOT_INSTALLED:
-        # An absent CRD is an empty source (contracts A.1), not an error.
+        # An absent CRD is an empty source (behaviour §1.1), not an error.
         state = listed(state, SourceListed(event.source, ()))
         return _set_status(state, event.source, SourceStatus.NOT_INSTALLED, event.detail)
     status = SourceStatus.FORBIDDEN if event.status is Unavailability.FORBIDDEN else SourceStatus.FAILING
@@ -294,7 +294,7 @@ def _external(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogStat
     uid = raw.uid_of(obj) if obj is not None else ""
     observed = state.observed
     if doc.problem is not None:
-        # Unreadable: keep the last good items, report the document (C.4).
+        # Unreadable: keep the last good items, report the document (behaviour §8).
         if doc.problem == observed.external_problem and uid == observed.external_uid:
             return state
         return attrs.evolve(
@@ -512,7 +512,7 @@ def _set_rows(
 
 
 def litellm_unreachable(state: CatalogState, event: LiteLLMUnreachable) -> CatalogState:
-    """Keep every observed row: the last published catalog stays as it is (C.11)."""
+    """Keep every observed row: the last published catalog stays as it is (behaviour §8)."""
     detail = f"{event.reason}: {event.detail}" if event.detail else event.reason
     status = attrs.evolve(state.litellm.status, reachable=False, detail=detail)
     if status == state.litellm.status and not state.litellm.unobserved_writes:

@@ -287,7 +287,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
 
 
 def secret_watches(state: CatalogState) -> tuple[SecretWatch, ...]:
-    """How each wanted Secret is read, in name order (contracts C.8). A Secret allowed by its name
+    """How each wanted Secret is read, in name order (behaviour §1.5). A Secret allowed by its name
     (``ai-model-provider-*``) need not be labelled, so it is read by name; any other is usable only when
     labelled, so the shell's one label-selected watch covers it (``provider_only``). How many by-name
     reads hold a connection at once is the shell's budget, not a decision of the core."""
@@ -379,7 +379,7 @@ def _routes(out: _Out) -> None:
 def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
     warnings_key = ItemKey.parse(item).warnings_key()
     if record is not None and record.warnings:
-        # Published without the fields it could not use: say so once (A.8).
+        # Published without the fields it could not use: say so once (behaviour §5.2).
         text = "; ".join(f"{w.field}: {w.message}" for w in record.warnings)
         reason = record.warnings[0].reason.value
         out.announce(warnings_key, registry.warning_target(out.state, item), reason, f"{record.name}: {text}")

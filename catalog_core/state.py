@@ -60,7 +60,7 @@ class LiteLLMStatus:
 
 @attrs.frozen
 class RuntimeHealth:
-    """Health gate of one FreeToken runtime (contracts B.3)."""
+    """Health gate of one FreeToken runtime (behaviour §1.4)."""
 
     url: str
     healthy: bool = False
@@ -109,7 +109,7 @@ class Candidate:
 
 @attrs.frozen
 class RouteRecord:
-    """One record of routes.json (contracts B.5)."""
+    """One record of routes.json (behaviour §7)."""
 
     source: str
     name: str
@@ -149,7 +149,7 @@ class RouteRef:
 
 @attrs.frozen
 class CatalogEntry:
-    """One logical model of the published catalog (contracts A.5, B.4)."""
+    """One logical model of the published catalog (behaviour §5.1, §6)."""
 
     id: str
     name: str

@@ -1,4 +1,4 @@
-"""Each source item's claim to a route: the route, or the reason it has none (contracts A, B.3, C.4, C.8)."""
+"""Each source item's claim to a route: the route, or the reason it has none (behaviour §1, §7, §8, §1.5)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _env_reference_in(value: Any, path: str) -> str | None:
 def _with_last_good(
     state: CatalogState, base: Candidate, reason: Reason, message: str, refs: tuple[str, ...] = ()
 ) -> Candidate:
-    """Bad input keeps the item's last good route (C.4); other reasons withdraw it."""
+    """Bad input keeps the item's last good route (behaviour §8); other reasons withdraw it."""
     route = (
         state.derived.last_good.get(base.item)
         if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING
@@ -122,7 +122,7 @@ def _inline_key(fp: str) -> _KeyResolution:
 
 def _resolve_key(state: CatalogState, spec: SecretKeyRef | InlineKey | None) -> _KeyResolution:
     """The key a route sends, or why there is none. Every Secret reference, whatever its source, passes
-    the same allow-list (contracts C.8): whoever edits models.json or a ModelActivation must not be able to
+    the same allow-list (behaviour §1.5): whoever edits models.json or a ModelActivation must not be able to
     make the controller hand out a Secret its author could not read."""
     if spec is None:
         return None, None, "", ()
@@ -214,7 +214,7 @@ def activation_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candida
 
 
 def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
-    """(service name, health URL) when ``url`` is an in-cluster Service URL in NAMESPACE (B.3)."""
+    """(service name, health URL) when ``url`` is an in-cluster Service URL in NAMESPACE (behaviour §1.4)."""
     match = _ENDPOINT.match(url.strip())
     if match is None:
         return None
@@ -235,7 +235,7 @@ def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
 
 
 def service_refusal(state: CatalogState, name: str) -> str | None:
-    """Why Service ``name`` (in NAMESPACE) may not be probed or published, or None (contracts B.3).
+    """Why Service ``name`` (in NAMESPACE) may not be probed or published, or None (behaviour §1.4).
 
     A headless ClusterIP Service (``clusterIP: None``) is trusted like any ClusterIP one: its name resolves
     to the same endpoints a cluster IP would route to. An ExternalName one is a DNS alias to anywhere.

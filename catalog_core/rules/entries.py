@@ -1,4 +1,4 @@
-"""The Mesh-aware catalog: logical models from our routes and the rows LiteLLM reports (contracts B.4).
+"""The Mesh-aware catalog: logical models from our routes and the rows LiteLLM reports (behaviour §6).
 
 An entry is rebuilt only when something under its logical name changed.
 """
@@ -35,7 +35,8 @@ class RouteView:
 
 def _from_route(route: DesiredRoute, row: LiteLLMRow | None) -> RouteView:
     """Our route as published. A limit the source gave wins; else the one LiteLLM reports for the row it
-    holds (it fills limits in from its model map, and apps should see what LiteLLM enforces; A.8)."""
+    holds (it fills limits in from its model map, and apps should see what LiteLLM enforces;
+    behaviour §5.2)."""
     return RouteView(
         id=route.id,
         model_name=route.model_name,

@@ -1,4 +1,4 @@
-"""Desired route versus observed row -> the one LiteLLM write that closes the gap (contracts B.1, C.2)."""
+"""Desired route versus observed row -> the one LiteLLM write that closes the gap (behaviour §3, §2.3)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def litellm_command(state: CatalogState, rid: str) -> LiteLLMCommand | None:
         if row is None:
             return CreateLiteLLMModel(*args)
         if not row.ours or row_matches(route, row):
-            return None  # a foreign row is never touched (B.1)
+            return None  # a foreign row is never touched (behaviour §3)
         return RecreateLiteLLMModel(*args) if needs_recreate(route, row) else UpdateLiteLLMModel(*args)
     if row is not None and row.ours:
         # Planning starts only once every catalog source is known (plan.catalog_inputs_known): an owned row

@@ -1,4 +1,4 @@
-"""routes.json records (contracts B.5) and the Kubernetes objects they are about."""
+"""routes.json records (behaviour §7) and the Kubernetes objects they are about."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
             source, name, logical, RouteState.ERROR, failure.reason, failure.detail, route.id, published
         )
     if cand.reason is not Reason.PUBLISHED:
-        # Bad input while the last good route stays (C.4), or a Secret not read yet.
+        # Bad input while the last good route stays (behaviour §8), or a Secret not read yet.
         return RouteRecord(
             source, name, logical, state_of(cand.reason), cand.reason, cand.message, route.id, published
         )

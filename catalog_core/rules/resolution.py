@@ -1,4 +1,4 @@
-"""One owned route per name and per id (contracts B.1): ModelActivation > ConfigMap > local runtime.
+"""One owned route per name and per id (behaviour §3): ModelActivation > ConfigMap > local runtime.
 
 Only the items connected to what changed (through shared names or ids) are
 re-resolved, so the cost follows the change, not the catalog's size.

@@ -1,4 +1,4 @@
-"""Desired LiteLLM deployments for each kind of source (contracts A.1-A.3, B.2, B.3, C.2)."""
+"""Desired LiteLLM deployments for each kind of source (behaviour §1.1, §1.2, §1.3, §2.2, §1.4, §2.3)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class Origin(Protocol):
 
 
 def key_identity(api_key: ApiKeyRef | None) -> Any:
-    """What a key contributes to the spec hash: never its value (contracts C.2)."""
+    """What a key contributes to the spec hash: never its value (behaviour §2.3)."""
     if api_key is None:
         return None
     if isinstance(api_key, LiteralKey):
@@ -63,7 +63,8 @@ def spec_hash(
 def _scheduler(
     engine: str, compute_target: str, context: int | None, max_output: int | None, max_num_seqs: int | None
 ) -> dict[str, Any]:
-    """Trusted scheduler metadata of a ready local route (B.2). No replica counts: they change too often."""
+    """Trusted scheduler metadata of a ready local route (behaviour §2.2). No replica counts: they
+    change too often."""
     out: dict[str, Any] = {
         "trusted": True,
         "locality": "local",

@@ -57,7 +57,7 @@ class Problem:
 
 @attrs.frozen
 class FieldWarning:
-    """An optional field that was unusable and dropped: the item is published without it (contracts A.8)."""
+    """An optional field that was unusable and dropped: the item is published without it (behaviour §5.2)."""
 
     field: str
     message: str

@@ -1,4 +1,4 @@
-"""FreeToken runtime Deployments and the Services that give their endpoints — contracts B.3."""
+"""FreeToken runtime Deployments and the Services that give their endpoints — behaviour §1.4."""
 
 from __future__ import annotations
 

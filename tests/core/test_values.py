@@ -1,4 +1,4 @@
-"""Contracts notation and A.4 ids."""
+"""Contracts notation and behaviour §2.1 ids."""
 
 import pytest
 from hypothesis import given

@@ -115,7 +115,7 @@ def activation(name: str, secret: str) -> dict[str, Any]:
 
 
 def secret(name: str, value: str) -> dict[str, Any]:
-    """A model-provider Secret: labelled, as every Secret a model may use must be (contracts C.8)."""
+    """A model-provider Secret: labelled, as every Secret a model may use must be (behaviour §1.5)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
