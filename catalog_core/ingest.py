@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw, registry
+from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     LiteLLMRowsObserved,
     LiteLLMUnreachable,
@@ -29,7 +30,6 @@ from catalog_core.jsonval import canonical
 from catalog_core.keys import (
     RefKey,
     RefKind,
-    activation_ref,
     agent_template_key,
     catalog_key,
     evict_key,
@@ -86,6 +86,7 @@ _FIELD: dict[SourceKind, tuple[str, str]] = {
 _DEPENDENTS_KIND = {
     SourceKind.SERVICES: RefKind.SERVICE,
     SourceKind.SECRETS: RefKind.SECRET,
+    SourceKind.MODEL_ACTIVATIONS: RefKind.ACTIVATION,
 }
 
 
@@ -127,16 +128,14 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
     pending, control = state.pending, state.control
     ns = state.config.namespace
     spec = registry.BY_KIND.get(source)
-    items = pending.items
-    if source is SourceKind.MODEL_ACTIVATIONS:
-        # FreeToken runtimes depend on their activation, whether or not it is a route source of its own
-        items = mark_all(items, _dependents(state, activation_ref(name)))
-    if spec is not None:
-        pending = attrs.evolve(pending, items=mark(items, spec.item(name).text))
-    elif (ref_kind := _DEPENDENTS_KIND.get(source)) is not None:
-        pending = attrs.evolve(
-            pending, items=mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
-        )
+    ref_kind = _DEPENDENTS_KIND.get(source)
+    if spec is not None or ref_kind is not None:
+        items = pending.items
+        if ref_kind is not None:  # the claims that read this object (a runtime reads its activation)
+            items = mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
+        if spec is not None:  # the object is an item of a route source
+            items = mark(items, spec.item(name).text)
+        pending = attrs.evolve(pending, items=items)
     elif source is SourceKind.AGENT_TEMPLATES:
         pending = attrs.evolve(pending, templates=True)
         control = attrs.evolve(control, settled=control.settled.delete(agent_template_key(ns, name)))
@@ -208,14 +207,9 @@ def _set_status(
 
 def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
     source, obj = event.source, event.object
-    if source is SourceKind.EXTERNAL_MODELS:
-        if raw.name_of(obj) != state.config.external_models_configmap:
-            return state
-        return _external(state, obj)
-    if source is SourceKind.CATALOG_CONFIGMAP:
-        if raw.name_of(obj) != state.config.catalog_configmap:
-            return state
-        return _catalog(state, ObservedCatalog.from_k8s(obj))
+    if (document := _DOCUMENTS.get(source)) is not None:
+        named, observe = document
+        return observe(state, obj) if raw.name_of(obj) == named(state.config) else state
     name = raw.name_of(obj)
     if not name:
         return state
@@ -224,10 +218,9 @@ def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
 
 def deleted(state: CatalogState, event: ObjectDeleted) -> CatalogState:
     name = raw.name_of(event.object)
-    if event.source is SourceKind.EXTERNAL_MODELS:
-        return _external(state, None) if name == state.config.external_models_configmap else state
-    if event.source is SourceKind.CATALOG_CONFIGMAP:
-        return _catalog(state, None) if name == state.config.catalog_configmap else state
+    if (document := _DOCUMENTS.get(event.source)) is not None:
+        named, observe = document
+        return observe(state, None) if name == named(state.config) else state
     if not name:
         return state
     return _put(state, event.source, name, None)
@@ -235,14 +228,10 @@ def deleted(state: CatalogState, event: ObjectDeleted) -> CatalogState:
 
 def listed(state: CatalogState, event: SourceListed) -> CatalogState:
     source = event.source
-    if source is SourceKind.EXTERNAL_MODELS:
-        wanted = state.config.external_models_configmap
-        obj = next((o for o in event.objects if raw.name_of(o) == wanted), None)
-        state = _external(state, obj)
-    elif source is SourceKind.CATALOG_CONFIGMAP:
-        wanted = state.config.catalog_configmap
-        obj = next((o for o in event.objects if raw.name_of(o) == wanted), None)
-        state = _catalog(state, ObservedCatalog.from_k8s(obj) if obj is not None else None)
+    if (document := _DOCUMENTS.get(source)) is not None:
+        named, observe = document
+        wanted = named(state.config)
+        state = observe(state, next((o for o in event.objects if raw.name_of(o) == wanted), None))
     else:
         state = _replace_all(state, source, event.objects)
         if source is SourceKind.SECRETS and event.scope is not None:
@@ -339,6 +328,26 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
         pending=attrs.evolve(state.pending, catalog=True, rollouts=True),
         control=attrs.evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
     )
+
+
+def _catalog_document(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogState:
+    return _catalog(state, ObservedCatalog.from_k8s(obj) if obj is not None else None)
+
+
+# Sources that are one ConfigMap named by the configuration: its name (objects of any other name are not
+# the source's; the watch asks for that name alone), and how its content is observed (None: absent).
+DOCUMENT_NAMES: dict[SourceKind, Callable[[CatalogConfig], str]] = {
+    SourceKind.EXTERNAL_MODELS: lambda config: config.external_models_configmap,
+    SourceKind.CATALOG_CONFIGMAP: lambda config: config.catalog_configmap,
+}
+_OBSERVE_DOCUMENT: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any] | None], CatalogState]] = {
+    SourceKind.EXTERNAL_MODELS: _external,
+    SourceKind.CATALOG_CONFIGMAP: _catalog_document,
+}
+_DOCUMENTS = {kind: (DOCUMENT_NAMES[kind], _OBSERVE_DOCUMENT[kind]) for kind in DOCUMENT_NAMES}
+if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or set(_FIELD) | set(_DOCUMENTS) != set(SourceKind):
+    # every source is either a map of objects (_FIELD, _PARSE) or one named document, never neither
+    raise RuntimeError(f"ingest: sources neither stored nor observed: {set(SourceKind) - set(_FIELD)}")
 
 
 def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogState:

@@ -10,6 +10,7 @@ import attrs
 from catalog_core import raw
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
+from catalog_core.ingest import DOCUMENT_NAMES
 from catalog_core.sources import freetoken
 from catalog_core.sources.common import LabelMatch
 
@@ -64,21 +65,14 @@ def sources_of(obj: Mapping[str, Any], config: CatalogConfig) -> list[SourceKind
     """The sources an object belongs to (a labelled runtime Deployment is also a workload)."""
     api_version, kind = raw.string(obj, "apiVersion") or "", raw.string(obj, "kind") or ""
     group = api_version.rpartition("/")[0]
-    name = raw.name_of(obj)
-    if kind == "ConfigMap" and group == "":
-        if name == config.external_models_configmap:
-            return [SourceKind.EXTERNAL_MODELS]
-        if name == config.catalog_configmap:
-            return [SourceKind.CATALOG_CONFIGMAP]
-        return []
     out: list[SourceKind] = []
     for source, res in RESOURCES.items():
-        if (
-            res.kind != kind
-            or res.group != group
-            or source in (SourceKind.EXTERNAL_MODELS, SourceKind.CATALOG_CONFIGMAP)
-        ):
+        if res.kind != kind or res.group != group:
             continue
-        if res.holds(obj):
+        named = DOCUMENT_NAMES.get(source)
+        if named is not None:
+            if raw.name_of(obj) == named(config):
+                out.append(source)
+        elif res.holds(obj):
             out.append(source)
     return out

@@ -41,7 +41,7 @@ def test_every_route_source_has_one_spec_and_a_missing_one_fails_at_import() -> 
 
 
 def test_every_source_kind_is_watched_trimmed_and_stored() -> None:
-    documents = {SourceKind.EXTERNAL_MODELS, SourceKind.CATALOG_CONFIGMAP}  # one named ConfigMap each
+    documents = set(ingest.DOCUMENT_NAMES)  # one named ConfigMap each
     for kind in SourceKind:
         assert kind in RESOURCES, kind
         assert kind in TRIM, kind
