@@ -51,6 +51,7 @@ from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.sources.litellm_row import LiteLLMRow, whitelist_row
 from catalog_core.sources.secret import SecretInfo
 from catalog_core.state import (
+    STORE,
     CatalogState,
     Control,
     LiteLLMStatus,
@@ -67,20 +68,6 @@ _WORKLOAD_KIND = {
     SourceKind.STATEFULSETS: "StatefulSet",
     SourceKind.DAEMONSETS: "DaemonSet",
 }
-# Where each map-shaped source is kept: (group attribute, field of that group).
-_FIELD: dict[SourceKind, tuple[str, str]] = {
-    SourceKind.KUBEAI_MODELS: ("observed", "kubeai"),
-    SourceKind.MODEL_ACTIVATIONS: ("observed", "activations"),
-    SourceKind.FREETOKEN_DEPLOYMENTS: ("observed", "runtimes"),
-    SourceKind.SERVICES: ("observed", "services"),
-    SourceKind.SECRETS: ("observed", "secrets"),
-    SourceKind.AGENT_TEMPLATES: ("cluster", "templates"),
-    SourceKind.PODS: ("cluster", "pods"),
-    SourceKind.REPLICASETS: ("cluster", "replicasets"),
-    SourceKind.DEPLOYMENTS: ("cluster", "workloads"),
-    SourceKind.STATEFULSETS: ("cluster", "workloads"),
-    SourceKind.DAEMONSETS: ("cluster", "workloads"),
-}
 # What an object of each source is about, for re-planning: the items of a route source
 # (registry.BY_KIND), the claims that depend on it, or a flag.
 _DEPENDENTS_KIND = {
@@ -94,7 +81,7 @@ def _workload(kind: SourceKind, state: CatalogState, obj: Mapping[str, Any]) -> 
     return Workload.from_k8s(obj, _WORKLOAD_KIND[kind])
 
 
-# How an object of each map-shaped source becomes a typed value (every key of _FIELD has one).
+# How an object of each map-shaped source becomes a typed value (every key of STORE has one).
 _PARSE: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any]], Any]] = {
     SourceKind.KUBEAI_MODELS: lambda state, obj: KubeAIModel.from_k8s(obj),
     SourceKind.MODEL_ACTIVATIONS: lambda state, obj: ModelActivation.from_k8s(obj, state.config.namespace),
@@ -106,8 +93,8 @@ _PARSE: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any]], Any]] = {
     SourceKind.REPLICASETS: lambda state, obj: ReplicaSetOwner.from_k8s(obj),
     **{kind: functools.partial(_workload, kind) for kind in _WORKLOAD_KIND},
 }
-if set(_PARSE) != set(_FIELD):  # a map-shaped source must be both parsed and stored
-    raise RuntimeError(f"ingest: parsed {sorted(_PARSE)} but stored {sorted(_FIELD)}")
+if set(_PARSE) != set(STORE):  # a map-shaped source must be both parsed and stored
+    raise RuntimeError(f"ingest: parsed {sorted(_PARSE)} but stored {sorted(STORE)}")
 
 
 def _parse(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> Any:
@@ -153,7 +140,7 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
 
 def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> CatalogState:
     """Store (or, with None, remove) one parsed object; a no-op when nothing changed."""
-    group_name, field = _FIELD[source]
+    group_name, field = STORE[source]
     group = getattr(state, group_name)
     current: PMap[Any] = getattr(group, field)
     key = _key(source, name)
@@ -257,7 +244,7 @@ def _replace_all(
             continue
         seen.add(name)
         state = _put(state, source, name, _parse(state, source, obj))
-    group_name, field = _FIELD[source]
+    group_name, field = STORE[source]
     current: PMap[Any] = getattr(getattr(state, group_name), field)
     prefix = f"{_WORKLOAD_KIND[source]}/" if source in _WORKLOAD_KIND else ""
     for key in list(current):
@@ -345,9 +332,9 @@ _OBSERVE_DOCUMENT: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any] | 
     SourceKind.CATALOG_CONFIGMAP: _catalog_document,
 }
 _DOCUMENTS = {kind: (DOCUMENT_NAMES[kind], _OBSERVE_DOCUMENT[kind]) for kind in DOCUMENT_NAMES}
-if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or set(_FIELD) | set(_DOCUMENTS) != set(SourceKind):
-    # every source is either a map of objects (_FIELD, _PARSE) or one named document, never neither
-    raise RuntimeError(f"ingest: sources neither stored nor observed: {set(SourceKind) - set(_FIELD)}")
+if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or set(STORE) | set(_DOCUMENTS) != set(SourceKind):
+    # every source is either a map of objects (STORE, _PARSE) or one named document, never neither
+    raise RuntimeError(f"ingest: sources neither stored nor observed: {set(SourceKind) - set(STORE)}")
 
 
 def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogState:

@@ -22,6 +22,7 @@ from catalog_core.values import ID_PREFIX, Source, slug
 
 Claim = Callable[[CatalogState, "SourceSpec", ItemKey], Candidate | None]
 WarningTarget = Callable[[CatalogState, ItemKey, str], ObjectRef | None]
+PublishedName = Callable[[CatalogState, "SourceSpec", ItemKey], str | None]
 
 
 @attrs.frozen
@@ -29,13 +30,15 @@ class SourceSpec:
     source: Source  # the routes.json ``source`` of its records
     item_prefix: str  # its item keys are ``<item_prefix>/<name>``
     kind: SourceKind  # the Kubernetes source whose objects are its items
-    rank: int  # one owned route per name: the higher rank wins (behaviour, section 3)
+    rank: int  # one owned route per name: the higher rank wins (behaviour §3); a tie goes to the item key
     id_family: str  # its rows' ids are ``ai-appliance-<id_family>-<slug>``; also model_info.source
-    health_gated: bool  # published only once its endpoint answers GET /health (behaviour, section 4)
+    health_gated: bool  # published only once its endpoint answers GET /health (behaviour §4)
     claim: Claim  # the item's claim to a route, or the reason it has none; None when it does not exist
     warning_target: WarningTarget  # the object a Warning Event about the item is on (state, key, uid)
     # the model name an item would publish under, known before (or without) a claim; for ``explain``
-    published_name: Callable[[CatalogState, ItemKey], str | None] = lambda state, key: key.name
+    published_name: Callable[[CatalogState, SourceSpec, ItemKey], str | None] = lambda state, spec, key: (
+        key.name
+    )
     # for items read from one document (its warning target): that document's problem, if unreadable
     document_problem: Callable[[CatalogState], Problem | None] | None = None
 
@@ -65,8 +68,8 @@ def _activation_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef
     return ObjectRef("appliance.magicstick.dev/v1alpha1", "ModelActivation", ns, key.name, uid)
 
 
-def _runtime_model_name(state: CatalogState, key: ItemKey) -> str | None:
-    runtime = state.observed.runtimes.get(key.name)
+def _runtime_model_name(state: CatalogState, spec: SourceSpec, key: ItemKey) -> str | None:
+    runtime = state.stored(spec.kind).get(key.name)
     return (runtime.activation or runtime.name) if runtime is not None else None
 
 
@@ -135,11 +138,10 @@ def check(specs: tuple[SourceSpec, ...]) -> None:
         raise RuntimeError(f"registry: route sources without exactly one spec: {sorted(missing) or sources}")
     for what, values in (
         ("item prefix", [s.item_prefix for s in specs]),
-        ("rank", [s.rank for s in specs]),
         ("source kind", [s.kind for s in specs]),
     ):
         if len(set(values)) != len(values):
-            raise RuntimeError(f"registry: two route sources share a {what}: {values}")
+            raise RuntimeError(f"registry: two route sources share an {what}: {values}")
     for spec in specs:
         if "/" in spec.item_prefix or "-" in spec.id_family or not spec.id_family:
             raise RuntimeError(f"registry: {spec.source}: an item prefix or id family that cannot be parsed")
@@ -227,4 +229,4 @@ def published_name(state: CatalogState, item: str) -> str | None:
     """The model name ``item`` would publish under (None when the item does not exist)."""
     key = ItemKey.parse(item)
     spec = BY_PREFIX.get(key.prefix)
-    return spec.published_name(state, key) if spec is not None else None
+    return spec.published_name(state, spec, key) if spec is not None else None

@@ -314,6 +314,28 @@ class CatalogState:
     def source(self, kind: SourceKind) -> SourceState:
         return self.sources.get(kind.value) or SourceState()
 
+    def stored(self, kind: SourceKind) -> PMap[Any]:
+        """The typed objects of a map-shaped source, by name (STORE says where)."""
+        group, field = STORE[kind]
+        found: PMap[Any] = getattr(getattr(self, group), field)
+        return found
+
+
+# Where the typed objects of each map-shaped source are kept: (group attribute, field of that group).
+STORE: dict[SourceKind, tuple[str, str]] = {
+    SourceKind.KUBEAI_MODELS: ("observed", "kubeai"),
+    SourceKind.MODEL_ACTIVATIONS: ("observed", "activations"),
+    SourceKind.FREETOKEN_DEPLOYMENTS: ("observed", "runtimes"),
+    SourceKind.SERVICES: ("observed", "services"),
+    SourceKind.SECRETS: ("observed", "secrets"),
+    SourceKind.AGENT_TEMPLATES: ("cluster", "templates"),
+    SourceKind.PODS: ("cluster", "pods"),
+    SourceKind.REPLICASETS: ("cluster", "replicasets"),
+    SourceKind.DEPLOYMENTS: ("cluster", "workloads"),
+    SourceKind.STATEFULSETS: ("cluster", "workloads"),
+    SourceKind.DAEMONSETS: ("cluster", "workloads"),
+}
+
 
 def initial_state(config: CatalogConfig) -> CatalogState:
     return CatalogState(config=config)

@@ -285,7 +285,7 @@ def runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate 
 
 
 def _runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
-    runtime = state.observed.runtimes.get(key.name)
+    runtime = state.stored(spec.kind).get(key.name)
     if runtime is None:
         return None
     item = key.text

@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 from catalog_core.commands import ApiKeyRef, LiteralKey, SecretKey
 from catalog_core.config import CatalogConfig
+from catalog_core.events import SourceKind
 from catalog_core.jsonval import Json, canonical, short_hash
 from catalog_core.keys import ItemKey
 from catalog_core.sources.external import ExternalModel
@@ -28,6 +29,9 @@ class Origin(Protocol):
 
     @property
     def id_family(self) -> str: ...
+
+    @property
+    def kind(self) -> SourceKind: ...
 
     def route_id(self, model_name: str) -> str: ...
 

@@ -50,11 +50,12 @@ class FreeTokenRuntime:
     warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
 
     @classmethod
-    def from_k8s(cls, obj: Mapping[str, Any]) -> FreeTokenRuntime | None:
-        """None when the Deployment is not a FreeToken runtime (label appliance.magicstick.dev/runtime)."""
+    def from_k8s(cls, obj: Mapping[str, Any], runtime: LabelMatch = RUNTIME_MATCH) -> FreeTokenRuntime | None:
+        """None when the Deployment is not a runtime of this kind (label appliance.magicstick.dev/runtime);
+        another runtime served the same way (a Deployment, a Service, /health) passes its own ``runtime``."""
         name = raw.name_of(obj)
         labels = raw.string_map(obj, "metadata", "labels")
-        if not name or not RUNTIME_MATCH.matches(obj):
+        if not name or not runtime.matches(obj):
             return None
         name, problem = checked_name(name)
         activation = labels.get(ACTIVATION_LABEL, "").strip() or None
@@ -64,7 +65,15 @@ class FreeTokenRuntime:
         stub = unreadable(obj)
         if stub is not None:
             return cls(
-                name, raw.uid_of(obj), activation, None, False, stub.message, FREETOKEN, "cpu", problem=stub
+                name,
+                raw.uid_of(obj),
+                activation,
+                None,
+                False,
+                stub.message,
+                runtime.value,
+                "cpu",
+                problem=stub,
             )
         annotations = raw.string_map(obj, "metadata", "annotations")
         ready, why = _ready_gate(obj)
@@ -77,7 +86,7 @@ class FreeTokenRuntime:
             endpoint_annotation=(annotations.get(ENDPOINT_ANNOTATION) or "").strip() or None,
             ready=ready,
             not_ready_because=why,
-            engine=(annotations.get(ENGINE_ANNOTATION) or FREETOKEN).strip().lower(),
+            engine=(annotations.get(ENGINE_ANNOTATION) or runtime.value).strip().lower(),
             compute_target=target or _target_from_resources(obj),
             context_window=fields.limit(
                 annotations.get(CONTEXT_WINDOW_ANNOTATION), CONTEXT_WINDOW_ANNOTATION

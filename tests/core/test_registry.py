@@ -17,7 +17,7 @@ from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
 from catalog_core.keys import CommandKey, CommandKind, ItemKey, RefKey, RefKind
 from catalog_core.plan import mark_key
-from catalog_core.state import initial_state
+from catalog_core.state import STORE, initial_state
 from catalog_core.trim import TRIM
 from catalog_core.values import Source
 from contracts.kinds import RESOURCES
@@ -32,9 +32,9 @@ def test_every_route_source_has_one_spec_and_a_missing_one_fails_at_import() -> 
     twin = attrs.evolve(registry.SPECS[0], source=registry.SPECS[1].source)
     with pytest.raises(RuntimeError, match="without exactly one spec"):
         registry.check((twin, *registry.SPECS[1:]))
-    same_rank = attrs.evolve(registry.SPECS[0], rank=registry.SPECS[1].rank)
-    with pytest.raises(RuntimeError, match="share a rank"):
-        registry.check((same_rank, *registry.SPECS[1:]))
+    same_prefix = attrs.evolve(registry.SPECS[0], item_prefix=registry.SPECS[1].item_prefix)
+    with pytest.raises(RuntimeError, match="share an item prefix"):
+        registry.check((same_prefix, *registry.SPECS[1:]))
     not_waited_for = attrs.evolve(registry.SPECS[0], kind=SourceKind.PODS)
     with pytest.raises(RuntimeError, match="CATALOG_SOURCES"):
         registry.check((not_waited_for, *registry.SPECS[1:]))
@@ -46,7 +46,7 @@ def test_every_source_kind_is_watched_trimmed_and_stored() -> None:
         assert kind in RESOURCES, kind
         assert kind in TRIM, kind
         assert kind in CATALOG_SOURCES or kind in ROLLOUT_SOURCES or kind is SourceKind.AGENT_TEMPLATES, kind
-        assert kind in documents or kind in ingest._FIELD, kind
+        assert kind in documents or kind in STORE, kind
 
 
 @pytest.mark.parametrize("spec", registry.SPECS, ids=lambda s: s.source.value)
