@@ -19,7 +19,6 @@ import pytest
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app import replay
 from app.render import render
-from app.simulated_run import SimulatedShell
 from catalog_core import registry
 from catalog_core.commands import EmitKubernetesEvent
 from catalog_core.config import CatalogConfig
@@ -29,6 +28,7 @@ from catalog_core.values import Source
 from contracts.kinds import sources_of
 from tests.core import builders as b
 from tests.core.harness import Cluster
+from tests.simulation import SimulatedShell
 
 THROWAWAY = attrs.evolve(
     registry.BY_SOURCE[Source.FREETOKEN],
