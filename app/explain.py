@@ -14,9 +14,8 @@ Kubernetes Events. The story ends with its final state and why.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import attrs
 
@@ -31,7 +30,7 @@ from app.replay import (
     describe_command,
     describe_event,
 )
-from app.terminal import TerminalSafe
+from app.terminal import safe_streams
 from catalog_core import registry
 from catalog_core.commands import (
     Command,
@@ -420,8 +419,7 @@ def run(
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
-    out = cast(IO[str], TerminalSafe(out if out is not None else sys.stdout))
-    err = cast(IO[str], TerminalSafe(err if err is not None else sys.stderr))
+    out, err = safe_streams(out, err)
     story = Story(model)
     names: set[str] = set()
     try:

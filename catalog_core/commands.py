@@ -7,12 +7,14 @@ is harmless and an outcome names exactly which command it answers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from catalog_core import keys
 from catalog_core.jsonval import Json, canonical, short_hash
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -63,7 +65,14 @@ def _ident(self: Any) -> None:
     object.__setattr__(self, "id", short_hash(canonical(plain(self))))
 
 
+def _identified(cls: type[T]) -> type[T]:
+    """A command whose ``id`` is the hash of its content (set once made; apply under ``attrs.frozen``)."""
+    cls.__attrs_post_init__ = _ident  # type: ignore[attr-defined]
+    return cls
+
+
 @attrs.frozen
+@_identified
 class _LiteLLMWrite:
     model_id: str
     model_name: str
@@ -71,9 +80,6 @@ class _LiteLLMWrite:
     model_info: Json
     api_key: ApiKeyRef | None
     id: str = attrs.field(init=False, default="")
-
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
 
     @property
     def key(self) -> str:
@@ -96,12 +102,10 @@ class RecreateLiteLLMModel(_LiteLLMWrite):
 
 
 @attrs.frozen
+@_identified
 class DeleteLiteLLMModel:
     model_id: str
     id: str = attrs.field(init=False, default="")
-
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
 
     @property
     def key(self) -> str:
@@ -130,6 +134,7 @@ class WriteCatalog:
 
 
 @attrs.frozen
+@_identified
 class PatchAgentTemplate:
     """A JSON merge patch guarded by resourceVersion (409 when the template changed meanwhile)."""
 
@@ -139,15 +144,13 @@ class PatchAgentTemplate:
     patch: Json
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
         return keys.agent_template_key(self.namespace, self.name)
 
 
 @attrs.frozen
+@_identified
 class RollWorkload:
     """Set ai-appliance.io/catalog-hash in the workload's pod template: its own rollout strategy applies."""
 
@@ -157,15 +160,13 @@ class RollWorkload:
     catalog_hash: str
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
         return keys.rollout_key(self.namespace, self.kind, self.name)
 
 
 @attrs.frozen
+@_identified
 class EvictPod:
     """Evict an ownerless consumer pod through the Eviction API."""
 
@@ -175,24 +176,19 @@ class EvictPod:
     catalog_hash: str
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
         return keys.evict_key(self.namespace, self.name)
 
 
 @attrs.frozen
+@_identified
 class ProbeRuntime:
     """GET the runtime's /health (3 s timeout); the answer comes back as RuntimeProbed."""
 
     runtime: str
     url: str
     id: str = attrs.field(init=False, default="")
-
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
 
     @property
     def key(self) -> str:
@@ -209,6 +205,7 @@ class ObjectRef:
 
 
 @attrs.frozen
+@_identified
 class EmitKubernetesEvent:
     """A Warning Event on the object whose input was rejected; the adapter aggregates repeats."""
 
@@ -217,9 +214,6 @@ class EmitKubernetesEvent:
     message: str
     event_type: str = "Warning"
     id: str = attrs.field(init=False, default="")
-
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
 
     @property
     def key(self) -> str:
@@ -235,15 +229,13 @@ class SecretWatch:
 
 
 @attrs.frozen
+@_identified
 class WatchSecrets:
     """The Secrets the core needs to see: the adapter reads exactly these names (never the master key's)."""
 
     namespace: str
     secrets: tuple[SecretWatch, ...]
     id: str = attrs.field(init=False, default="")
-
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
 
     @property
     def key(self) -> str:
