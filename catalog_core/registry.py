@@ -36,9 +36,7 @@ class SourceSpec:
     claim: Claim  # the item's claim to a route, or the reason it has none; None when it does not exist
     warning_target: WarningTarget  # the object a Warning Event about the item is on (state, key, uid)
     # the model name an item would publish under, known before (or without) a claim; for ``explain``
-    published_name: Callable[[CatalogState, SourceSpec, ItemKey], str | None] = lambda state, spec, key: (
-        key.name
-    )
+    published_name: PublishedName = lambda state, spec, key: key.name
     # for items read from one document (its warning target): that document's problem, if unreadable
     document_problem: Callable[[CatalogState], Problem | None] | None = None
 

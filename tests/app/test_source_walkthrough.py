@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
-from app import replay
+from app import explain, replay
 from app.render import render
 from catalog_core import registry
 from catalog_core.commands import EmitKubernetesEvent
@@ -122,3 +122,10 @@ def test_a_run_of_the_new_source_replays_identically_from_the_event_log(tmp_path
     assert replay.run(str(settings.path), verify=True, out=out, err=err) == 0, err.getvalue()
     assert "replay identically" in out.getvalue()
     assert json.loads(settings.path.read_text().splitlines()[0])["k"] == "header"
+
+    # explain tells the model's story from the new source's probes and claims
+    out, err = io.StringIO(), io.StringIO()
+    assert explain.run(str(settings.path), "walk-model", out=out, err=err) == 0, err.getvalue()
+    story = out.getvalue()
+    assert "claim walkthrough/walk-rt" in story and "HealthCheckPending" in story, story
+    assert "final state" in story and "published" in story.split("final state", 1)[1], story
