@@ -23,6 +23,10 @@ lint:
 test *ARGS: lint
     {{py}} -m pytest {{ARGS}}
 
+# The property tests, randomized, with five times their examples (slower; not part of `test` or CI).
+explore *ARGS:
+    HYPOTHESIS_PROFILE=explore {{py}} -m pytest tests/core tests/eventlog -q {{ARGS}}
+
 # Benchmarks (not part of `test`): writes bench/results/.
 bench *ARGS:
     {{py}} -m bench.run {{ARGS}}

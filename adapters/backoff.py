@@ -1,4 +1,8 @@
-"""Capped exponential backoff with full jitter (every retry in the adapters goes through here)."""
+"""Capped exponential backoff with "equal jitter" (every retry in the adapters goes through here).
+
+A delay is drawn from the upper half of the ceiling, [c/2, c], not from [0, c] ("full jitter"): a retry
+is never immediate, so a failing peer is not hit again at once, and the draws still spread apart.
+"""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ def parser() -> argparse.ArgumentParser:
 
     run_cmd = commands.add_parser(
         "run",
-        help="run the controller (configuration from the environment, contracts A.7; flags override)",
+        help="run the controller (configuration from the environment, behaviour §10; flags override)",
         description="Watch the cluster and LiteLLM and keep the catalog true until SIGTERM.",
     )
     for flag, variable, text in FLAGS:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import attrs
 
@@ -32,18 +32,21 @@ from app.replay import (
     describe_command,
     describe_event,
 )
-from app.terminal import TerminalSafe
+from app.terminal import safe_streams
+from catalog_core import registry
 from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
     EmitKubernetesEvent,
+    ObjectRef,
     ProbeRuntime,
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
     WriteCatalog,
 )
 from catalog_core.events import CommandCompleted, RuntimeProbed, Ticked
+from catalog_core.keys import is_litellm_key
 from catalog_core.reasons import Reason
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import Candidate, CatalogEntry, CatalogState, RouteRecord, marked
@@ -52,7 +55,7 @@ from contracts import eventlog as wire
 
 EXIT_NOT_FOUND = 1
 
-# What each reason code means for a model (contracts B.5), in one sentence.
+# What each reason code means for a model (behaviour §7), in one sentence.
 REASON_TEXT: dict[Reason, str] = {
     Reason.PUBLISHED: "it is published: LiteLLM holds its route and the catalog lists it",
     Reason.NOT_READY: "its runtime is not ready (KubeAI status.replicas.ready, or the Deployment's gates)",
@@ -138,8 +141,8 @@ class _Model:
             sorted((item, c) for item, c in state.derived.candidates.items() if self.matches(c.name))
         )
         document = None
-        problem = state.observed.external_problem
-        if problem is not None and any(item.startswith("external/") for item, _ in claims):
+        problem = next((p for item, _ in claims if (p := registry.document_problem(state, item))), None)
+        if problem is not None:
             document = f"{problem.reason.value} ({problem.message})"
         return View(records, entry, rows, claims, document)
 
@@ -147,11 +150,8 @@ class _Model:
         cand = state.derived.candidates.get(item)
         if cand is not None and self.matches(cand.name):
             return True
-        kind, _, key = item.partition("/")
-        if kind == "freetoken":
-            runtime = state.observed.runtimes.get(key)
-            return runtime is not None and self.matches(runtime.activation or runtime.name)
-        return self.matches(key)
+        name = registry.published_name(state, item)
+        return name is not None and self.matches(name)
 
 
 def _record_text(record: RouteRecord | None) -> str:
@@ -246,9 +246,11 @@ def changes(before: View, after: View) -> list[str]:
     return out
 
 
-def _catalog_part(command: WriteCatalog, model: _Model, document: str | None) -> tuple[Any, Any]:
+def _catalog_part(
+    command: WriteCatalog, model: _Model, document: tuple[str, ObjectRef] | None
+) -> tuple[Any, Any]:
     """The model's catalog.json entry and routes.json records in a catalog write (with the record of
-    ConfigMap ``document`` when the model is defined there)."""
+    the ``document`` (its source, its object) the model is defined in, if it is)."""
     data = dict(command.data)
     try:
         models = json.loads(data.get("catalog.json", "{}")).get("models", [])
@@ -261,7 +263,7 @@ def _catalog_part(command: WriteCatalog, model: _Model, document: str | None) ->
         for r in routes
         if model.matches(str(r.get("name", "")))
         or r.get("logicalName") == model.name
-        or (document is not None and r.get("source") == "external" and r.get("name") == document)
+        or (document is not None and r.get("source") == document[0] and r.get("name") == document[1].name)
     ]
     return entry, records
 
@@ -313,22 +315,29 @@ class Story:
 
     def _relevant(self, command: Command, ids: set[str], state: CatalogState, view: View) -> bool:
         m = self.model
-        external = any(item.startswith("external/") for item, _ in view.claims)
-        document = state.config.external_models_configmap if external else None
+        # the document the model is defined in, if it is (its ConfigMap, and the source of its own record)
+        document = next(
+            (
+                (spec.source.value, ref)
+                for item, _ in view.claims
+                if (ref := registry.document_of(state, item)) and (spec := registry.spec_of(item))
+            ),
+            None,
+        )
         if isinstance(command, CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel):
             return m.matches(command.model_name) or command.model_id in ids
         if isinstance(command, DeleteLiteLLMModel):
             return command.model_id in ids
         if isinstance(command, ProbeRuntime):
-            return m.item_relevant(state, f"freetoken/{command.runtime}")
+            return m.item_relevant(state, registry.health_item(command.runtime).text)
         if isinstance(command, EmitKubernetesEvent):
             return (
                 m.matches(command.involved.name)
                 or command.message.startswith(f"{m.name}:")
                 or (
                     document is not None
-                    and command.involved.kind == "ConfigMap"
-                    and command.involved.name == document
+                    and command.involved.kind == document[1].kind
+                    and command.involved.name == document[1].name
                 )
             )
         if isinstance(command, WriteCatalog):
@@ -345,7 +354,7 @@ class Story:
         if isinstance(event, CommandCompleted):
             return event.key in self.keys
         if isinstance(event, RuntimeProbed):
-            return self.model.item_relevant(after, f"freetoken/{event.runtime}")
+            return self.model.item_relevant(after, registry.health_item(event.runtime).text)
         already = set(marked(before.pending.items))
         new_items = [i for i in marked(after.pending.items) if i not in already]
         return any(
@@ -362,7 +371,7 @@ class Story:
             if self._relevant(c, ids, step.after, view)
         )
         for _, _, c in issued:
-            if c.key.startswith("litellm/"):
+            if is_litellm_key(c.key):
                 self.keys.add(c.key)
         self.view = view
         self.state = step.after
@@ -436,8 +445,7 @@ def _run(
     err: IO[str] | None = None,
     progress: LogProgress,
 ) -> int:
-    out = cast(IO[str], TerminalSafe(out if out is not None else sys.stdout))
-    err = cast(IO[str], TerminalSafe(progress.stream(err if err is not None else sys.stderr)))
+    out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
     story = Story(model)
     names: set[str] = set()
     try:

@@ -34,6 +34,7 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.fold import Transition
+from catalog_core.keys import is_catalog_key, is_litellm_key
 from catalog_core.plan import next_deadline
 from catalog_core.state import CatalogState, RouteRecord, initial_state
 from catalog_core.values import text_problem
@@ -111,9 +112,9 @@ class CatalogLoop:
             concurrency=write_concurrency,
             min_interval=lambda key: (
                 catalog_min_interval
-                if key.startswith("catalog/")
+                if is_catalog_key(key)
                 else litellm_min_interval
-                if key.startswith("litellm/")
+                if is_litellm_key(key)
                 else 0.0
             ),
             observe=telemetry.command_done if telemetry is not None else None,

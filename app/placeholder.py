@@ -1,6 +1,6 @@
 """``model-catalog placeholder``: the bootstrap ``ConfigMap/ai-model-catalog`` that deploy/ ships.
 
-Every data key of the catalog with today's empty values (contracts A.8), so every consumer can start and
+Every data key of the catalog with today's empty values (behaviour §5.2), so every consumer can start and
 mount the keys it reads before the first catalog is written. Generated from the same renderer as the real
 catalog, so the two cannot drift apart; ``deploy/configmap-ai-model-catalog.yaml`` is this command's output
 for the default environment (a test checks it).
@@ -17,7 +17,7 @@ from catalog_core.rules.render import BOOTSTRAP_HASH, bootstrap_data
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION
 
 HEADER = """\
-# Bootstrap placeholder of the generated catalog (contracts A.5, A.8): every key consumers read, with
+# Bootstrap placeholder of the generated catalog (behaviour §5.1, §5.2): every key consumers read, with
 # empty values (READY=false, hash "bootstrap"), so they can start before the controller's first write.
 # Flux creates it once and never overwrites what the controller writes; it does not substitute variables
 # in it either (openclaw.json holds a literal ${LITELLM_API_KEY} that OpenClaw expands itself).

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from catalog_core import raw
+from catalog_core import raw, registry
 from catalog_core.commands import (
     ApiKeyRef,
     CreateLiteLLMModel,
@@ -111,7 +111,7 @@ def render(
     ):
         for w in grouped.get(source, []):
             world.workloads[f"{kind}/{raw.name_of(w)}"] = dict(w)
-    world.healthy = _healthy_runtimes(grouped.get(SourceKind.FREETOKEN_DEPLOYMENTS, []), healthy)
+    world.healthy = _healthy_items(grouped, healthy)
     for row in model_info or []:
         rid = raw.string(row, "model_info", "id")
         if rid:
@@ -144,15 +144,21 @@ def render(
     return RenderResult(output, warnings)
 
 
-def _healthy_runtimes(runtimes: list[Mapping[str, Any]], names: tuple[str, ...]) -> frozenset[str]:
-    """``--healthy`` takes a runtime Deployment's name or its model (ModelActivation) name."""
+def _healthy_items(
+    grouped: Mapping[SourceKind, list[Mapping[str, Any]]], names: tuple[str, ...]
+) -> frozenset[str]:
+    """The health keys ``--healthy`` names: each takes a health-gated item's object name (a runtime
+    Deployment) or its model (ModelActivation) name."""
     wanted = set(names)
     out = set()
-    for obj in runtimes:
-        labels = raw.string_map(obj, "metadata", "labels")
-        name = raw.name_of(obj)
-        if name in wanted or labels.get(ACTIVATION_LABEL) in wanted:
-            out.add(name)
+    for spec in registry.SPECS:
+        if not spec.health_gated:
+            continue
+        for obj in grouped.get(spec.kind, []):
+            labels = raw.string_map(obj, "metadata", "labels")
+            name = raw.name_of(obj)
+            if name in wanted or labels.get(ACTIVATION_LABEL) in wanted:
+                out.add(registry.health_key(spec.item(name)))
     return frozenset(out)
 
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, NamedTuple, cast
+from typing import IO, Any, NamedTuple
 
 import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogFile, LogLine, LogReadError
 from app.progress import LogProgress
 from app.stepping import guarded_step, where
-from app.terminal import TerminalSafe
+from app.terminal import safe_streams
 from catalog_core import raw
 from catalog_core.commands import (
     ApiKeyRef,
@@ -486,8 +486,7 @@ def _run(
     err: IO[str] | None = None,
     progress: LogProgress,
 ) -> int:
-    out = cast(IO[str], TerminalSafe(out if out is not None else sys.stdout))
-    err = cast(IO[str], TerminalSafe(progress.stream(err if err is not None else sys.stderr)))
+    out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
     events = commands = snapshots = 0
     try:
         replayer = Replayer(path, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes)

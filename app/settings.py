@@ -1,6 +1,6 @@
 """Service settings: the decision-affecting ``CatalogConfig`` plus how this process runs.
 
-Names and defaults of contracts A.7 are kept; new settings are ``CATALOG_*``
+Names and defaults of behaviour §10 are kept; new settings are ``CATALOG_*``
 variables, each also a ``run`` flag. Every value is checked before anything
 starts; the first problem is reported as one line (exit 2).
 """

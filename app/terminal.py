@@ -12,7 +12,8 @@ inside a write came from the data (a LiteLLM row's name, which nothing checks) a
 from __future__ import annotations
 
 import re
-from typing import IO, Any
+import sys
+from typing import IO, Any, cast
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
@@ -43,3 +44,12 @@ class TerminalSafe:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def safe_streams(out: IO[str] | None, err: IO[str] | None) -> tuple[IO[str], IO[str]]:
+    """``out`` and ``err`` (stdout and stderr when None), each writing only what ``print`` would end a
+    line with: the streams of a command that prints what it read from a log."""
+    return (
+        cast(IO[str], TerminalSafe(out if out is not None else sys.stdout)),
+        cast(IO[str], TerminalSafe(err if err is not None else sys.stderr)),
+    )

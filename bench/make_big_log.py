@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
-from app.simulated_run import BusyAppliance, SimulatedShell
 from catalog_core.config import CatalogConfig
+from tests.simulation import BusyAppliance, SimulatedShell
 
 # .tmp: git-ignored (bench/results/*.tmp), and it is one: regenerate it at will.
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "big-event-log.jsonl.tmp"

@@ -7,11 +7,14 @@ is harmless and an outcome names exactly which command it answers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
+from catalog_core import keys
 from catalog_core.jsonval import Json, canonical, short_hash
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -62,7 +65,14 @@ def _ident(self: Any) -> None:
     object.__setattr__(self, "id", short_hash(canonical(plain(self))))
 
 
+def _identified(cls: type[T]) -> type[T]:
+    """A command whose ``id`` is the hash of its content (set once made; apply under ``attrs.frozen``)."""
+    cls.__attrs_post_init__ = _ident  # type: ignore[attr-defined]
+    return cls
+
+
 @attrs.frozen
+@_identified
 class _LiteLLMWrite:
     model_id: str
     model_name: str
@@ -71,12 +81,9 @@ class _LiteLLMWrite:
     api_key: ApiKeyRef | None
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"litellm/{self.model_id}"
+        return keys.litellm_key(self.model_id)
 
 
 @attrs.frozen
@@ -95,16 +102,14 @@ class RecreateLiteLLMModel(_LiteLLMWrite):
 
 
 @attrs.frozen
+@_identified
 class DeleteLiteLLMModel:
     model_id: str
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"litellm/{self.model_id}"
+        return keys.litellm_key(self.model_id)
 
 
 @attrs.frozen
@@ -125,10 +130,11 @@ class WriteCatalog:
 
     @property
     def key(self) -> str:
-        return f"catalog/{self.namespace}/{self.name}"
+        return keys.catalog_key(self.namespace, self.name)
 
 
 @attrs.frozen
+@_identified
 class PatchAgentTemplate:
     """A JSON merge patch guarded by resourceVersion (409 when the template changed meanwhile)."""
 
@@ -138,15 +144,13 @@ class PatchAgentTemplate:
     patch: Json
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"agenttemplate/{self.namespace}/{self.name}"
+        return keys.agent_template_key(self.namespace, self.name)
 
 
 @attrs.frozen
+@_identified
 class RollWorkload:
     """Set ai-appliance.io/catalog-hash in the workload's pod template: its own rollout strategy applies."""
 
@@ -156,15 +160,13 @@ class RollWorkload:
     catalog_hash: str
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"rollout/{self.namespace}/{self.kind}/{self.name}"
+        return keys.rollout_key(self.namespace, self.kind, self.name)
 
 
 @attrs.frozen
+@_identified
 class EvictPod:
     """Evict an ownerless consumer pod through the Eviction API."""
 
@@ -174,15 +176,13 @@ class EvictPod:
     catalog_hash: str
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"evict/{self.namespace}/{self.name}"
+        return keys.evict_key(self.namespace, self.name)
 
 
 @attrs.frozen
+@_identified
 class ProbeRuntime:
     """GET the runtime's /health (3 s timeout); the answer comes back as RuntimeProbed."""
 
@@ -190,12 +190,9 @@ class ProbeRuntime:
     url: str
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"probe/{self.runtime}"
+        return keys.probe_key(self.runtime)
 
 
 @attrs.frozen
@@ -208,6 +205,7 @@ class ObjectRef:
 
 
 @attrs.frozen
+@_identified
 class EmitKubernetesEvent:
     """A Warning Event on the object whose input was rejected; the adapter aggregates repeats."""
 
@@ -217,23 +215,21 @@ class EmitKubernetesEvent:
     event_type: str = "Warning"
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"event/{self.id}"
+        return keys.event_key(self.id)
 
 
 @attrs.frozen
 class SecretWatch:
     name: str
     # True: usable only if labelled model-provider-secret=true (the label-selected watch covers it);
-    # False: allowed by its name (ai-model-provider-*), read by name whatever its labels (contracts C.8)
+    # False: allowed by its name (ai-model-provider-*), read by name whatever its labels (behaviour §1.5)
     provider_only: bool
 
 
 @attrs.frozen
+@_identified
 class WatchSecrets:
     """The Secrets the core needs to see: the adapter reads exactly these names (never the master key's)."""
 
@@ -241,12 +237,9 @@ class WatchSecrets:
     secrets: tuple[SecretWatch, ...]
     id: str = attrs.field(init=False, default="")
 
-    def __attrs_post_init__(self) -> None:
-        _ident(self)
-
     @property
     def key(self) -> str:
-        return f"watch/secrets/{self.namespace}"
+        return keys.secret_watch_key(self.namespace)
 
 
 # Commands that only read: a standby replica still issues them to keep its state warm.

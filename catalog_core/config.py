@@ -1,4 +1,4 @@
-"""Decision-affecting configuration, read from an environment *mapping* (contracts A.7).
+"""Decision-affecting configuration, read from an environment *mapping* (behaviour §10).
 
 The core never reads ``os.environ``: the shell passes the mapping in, and the
 event log's header records the resulting values so a replay decides the same.
@@ -47,7 +47,7 @@ class CatalogConfig:
     agent_template_names: tuple[str, ...] = ("litellm-default",)
     runtime_health_seconds: int = 15
     openclaw_tools_profile: str = "coding"
-    # The Secret that holds LiteLLM's master key (contracts C.8): never handed out as a provider key.
+    # The Secret that holds LiteLLM's master key (behaviour §1.5): never handed out as a provider key.
     litellm_master_key_secret: str = "litellm-masterkey-secret"
 
     @classmethod
@@ -152,7 +152,7 @@ class _Reader:
         return value
 
     def url(self, name: str, default: str) -> str:
-        """An http(s) URL without a trailing ``/`` (contracts A.8: it is used without one everywhere)."""
+        """An http(s) URL without a trailing ``/`` (behaviour §5.2: it is used without one everywhere)."""
         value = self._raw(name)
         if value is None:
             return default

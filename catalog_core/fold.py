@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from catalog_core import ingest
+from catalog_core import ingest, registry
 from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
@@ -34,6 +34,7 @@ from catalog_core.events import (
     SourceUnavailable,
     Ticked,
 )
+from catalog_core.keys import is_litellm_key, probe_key
 from catalog_core.plan import leadership_changed, mark_key, tick
 from catalog_core.reasons import Reason
 from catalog_core.rules import health as health_rules
@@ -89,7 +90,7 @@ def _observe(state: CatalogState, event: Event) -> CatalogState:
 
 
 def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
-    key = f"probe/{event.runtime}"
+    key = probe_key(event.runtime)
     control = state.control
     if key in control.inflight:
         control = attrs.evolve(control, inflight=control.inflight.delete(key))
@@ -102,7 +103,8 @@ def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
     pending = state.pending
     before = (current.healthy, current.failures >= 2, current.detail)
     if (updated.healthy, updated.failures >= 2, updated.detail) != before:
-        pending = attrs.evolve(pending, items=mark(pending.items, f"freetoken/{event.runtime}"))
+        item = registry.health_item(event.runtime).text
+        pending = attrs.evolve(pending, items=mark(pending.items, item))
     # one copy of the state for the three changes (issue 7: a probe answer every few seconds per runtime)
     return attrs.evolve(
         state, control=control, health=state.health.set(event.runtime, updated), pending=pending
@@ -152,7 +154,7 @@ def _failure_reason(event: CommandCompleted) -> Reason:
     try:
         return Reason(event.reason)
     except ValueError:
-        return Reason.LITELLM_REJECTED if event.key.startswith("litellm/") else Reason.WRITE_REJECTED
+        return Reason.LITELLM_REJECTED if is_litellm_key(event.key) else Reason.WRITE_REJECTED
 
 
 def _records_of(state: CatalogState, command: Command) -> Pending:

@@ -6,14 +6,16 @@ so resyncs, relists and status-only updates cost no planning.
 
 from __future__ import annotations
 
+import functools
 import marshal
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
-from catalog_core import raw
+from catalog_core import raw, registry
+from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     LiteLLMRowsObserved,
     LiteLLMUnreachable,
@@ -25,6 +27,18 @@ from catalog_core.events import (
     Unavailability,
 )
 from catalog_core.jsonval import canonical
+from catalog_core.keys import (
+    RefKey,
+    RefKind,
+    agent_template_key,
+    catalog_key,
+    evict_key,
+    is_litellm_key,
+    litellm_id,
+    litellm_key,
+    rollout_key,
+    secret_ref,
+)
 from catalog_core.pmap import PMap
 from catalog_core.reasons import Reason
 from catalog_core.sources.activation import ModelActivation
@@ -37,9 +51,11 @@ from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.sources.litellm_row import LiteLLMRow, whitelist_row
 from catalog_core.sources.secret import SecretInfo
 from catalog_core.state import (
+    STORE,
     CatalogState,
     Control,
     LiteLLMStatus,
+    Marks,
     Pending,
     SourceState,
     SourceStatus,
@@ -52,51 +68,37 @@ _WORKLOAD_KIND = {
     SourceKind.STATEFULSETS: "StatefulSet",
     SourceKind.DAEMONSETS: "DaemonSet",
 }
-# Where each map-shaped source is kept: (group attribute, field of that group).
-_FIELD: dict[SourceKind, tuple[str, str]] = {
-    SourceKind.KUBEAI_MODELS: ("observed", "kubeai"),
-    SourceKind.MODEL_ACTIVATIONS: ("observed", "activations"),
-    SourceKind.FREETOKEN_DEPLOYMENTS: ("observed", "runtimes"),
-    SourceKind.SERVICES: ("observed", "services"),
-    SourceKind.SECRETS: ("observed", "secrets"),
-    SourceKind.AGENT_TEMPLATES: ("cluster", "templates"),
-    SourceKind.PODS: ("cluster", "pods"),
-    SourceKind.REPLICASETS: ("cluster", "replicasets"),
-    SourceKind.DEPLOYMENTS: ("cluster", "workloads"),
-    SourceKind.STATEFULSETS: ("cluster", "workloads"),
-    SourceKind.DAEMONSETS: ("cluster", "workloads"),
+# What an object of each source is about, for re-planning: the items of a route source
+# (registry.BY_KIND), the claims that depend on it, or a flag.
+_DEPENDENTS_KIND = {
+    SourceKind.SERVICES: RefKind.SERVICE,
+    SourceKind.SECRETS: RefKind.SECRET,
+    SourceKind.MODEL_ACTIVATIONS: RefKind.ACTIVATION,
 }
-# What an object of each source is about, for re-planning: item keys, or a flag.
-_ITEM_PREFIX = {
-    SourceKind.KUBEAI_MODELS: "kubeai/",
-    SourceKind.FREETOKEN_DEPLOYMENTS: "freetoken/",
+
+
+def _workload(kind: SourceKind, state: CatalogState, obj: Mapping[str, Any]) -> Workload | None:
+    return Workload.from_k8s(obj, _WORKLOAD_KIND[kind])
+
+
+# How an object of each map-shaped source becomes a typed value (every key of STORE has one).
+_PARSE: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any]], Any]] = {
+    SourceKind.KUBEAI_MODELS: lambda state, obj: KubeAIModel.from_k8s(obj),
+    SourceKind.MODEL_ACTIVATIONS: lambda state, obj: ModelActivation.from_k8s(obj, state.config.namespace),
+    SourceKind.FREETOKEN_DEPLOYMENTS: lambda state, obj: FreeTokenRuntime.from_k8s(obj),
+    SourceKind.SERVICES: lambda state, obj: ServicePort.from_k8s(obj),
+    SourceKind.SECRETS: lambda state, obj: SecretInfo.from_k8s(obj),
+    SourceKind.AGENT_TEMPLATES: lambda state, obj: AgentTemplateInfo.from_k8s(obj),
+    SourceKind.PODS: lambda state, obj: ConsumerPod.from_k8s(obj),
+    SourceKind.REPLICASETS: lambda state, obj: ReplicaSetOwner.from_k8s(obj),
+    **{kind: functools.partial(_workload, kind) for kind in _WORKLOAD_KIND},
 }
-_DEPENDENTS_PREFIX = {
-    SourceKind.SERVICES: "service/",
-    SourceKind.SECRETS: "secret/",
-}
+if set(_PARSE) != set(STORE):  # a map-shaped source must be both parsed and stored
+    raise RuntimeError(f"ingest: parsed {sorted(_PARSE)} but stored {sorted(STORE)}")
 
 
 def _parse(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> Any:
-    if source is SourceKind.KUBEAI_MODELS:
-        return KubeAIModel.from_k8s(obj)
-    if source is SourceKind.MODEL_ACTIVATIONS:
-        return ModelActivation.from_k8s(obj, state.config.namespace)
-    if source is SourceKind.FREETOKEN_DEPLOYMENTS:
-        return FreeTokenRuntime.from_k8s(obj)
-    if source is SourceKind.SERVICES:
-        return ServicePort.from_k8s(obj)
-    if source is SourceKind.SECRETS:
-        return SecretInfo.from_k8s(obj)
-    if source is SourceKind.AGENT_TEMPLATES:
-        return AgentTemplateInfo.from_k8s(obj)
-    if source is SourceKind.PODS:
-        return ConsumerPod.from_k8s(obj)
-    if source is SourceKind.REPLICASETS:
-        return ReplicaSetOwner.from_k8s(obj)
-    if source in _WORKLOAD_KIND:
-        return Workload.from_k8s(obj, _WORKLOAD_KIND[source])
-    raise ValueError(source)
+    return _PARSE[source](state, obj)
 
 
 def _key(source: SourceKind, name: str) -> str:
@@ -112,22 +114,24 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
     """Mark what depends on the object ``name`` of ``source`` for re-planning."""
     pending, control = state.pending, state.control
     ns = state.config.namespace
-    if (prefix := _ITEM_PREFIX.get(source)) is not None:
-        pending = attrs.evolve(pending, items=mark(pending.items, prefix + name))
-    elif source is SourceKind.MODEL_ACTIVATIONS:
-        items = mark_all(pending.items, _dependents(state, f"activation/{name}"))
-        pending = attrs.evolve(pending, items=mark(items, f"activation/{name}"))
-    elif (ref_prefix := _DEPENDENTS_PREFIX.get(source)) is not None:
-        pending = attrs.evolve(pending, items=mark_all(pending.items, _dependents(state, ref_prefix + name)))
+    spec = registry.BY_KIND.get(source)
+    ref_kind = _DEPENDENTS_KIND.get(source)
+    if spec is not None or ref_kind is not None:
+        items = pending.items
+        if ref_kind is not None:  # the claims that read this object (a runtime reads its activation)
+            items = mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
+        if spec is not None:  # the object is an item of a route source
+            items = mark(items, spec.item(name).text)
+        pending = attrs.evolve(pending, items=items)
     elif source is SourceKind.AGENT_TEMPLATES:
         pending = attrs.evolve(pending, templates=True)
-        control = attrs.evolve(control, settled=control.settled.delete(f"agenttemplate/{ns}/{name}"))
+        control = attrs.evolve(control, settled=control.settled.delete(agent_template_key(ns, name)))
     elif source is SourceKind.PODS:
         pending = attrs.evolve(pending, rollouts=True)
-        control = attrs.evolve(control, settled=control.settled.delete(f"evict/{ns}/{name}"))
+        control = attrs.evolve(control, settled=control.settled.delete(evict_key(ns, name)))
     elif source in _WORKLOAD_KIND:
         pending = attrs.evolve(pending, rollouts=True)
-        key = f"rollout/{ns}/{_WORKLOAD_KIND[source]}/{name}"
+        key = rollout_key(ns, _WORKLOAD_KIND[source], name)
         control = attrs.evolve(control, settled=control.settled.delete(key))
     else:
         pending = attrs.evolve(pending, rollouts=True)
@@ -136,7 +140,7 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
 
 def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> CatalogState:
     """Store (or, with None, remove) one parsed object; a no-op when nothing changed."""
-    group_name, field = _FIELD[source]
+    group_name, field = STORE[source]
     group = getattr(state, group_name)
     current: PMap[Any] = getattr(group, field)
     key = _key(source, name)
@@ -166,6 +170,12 @@ def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:
     return births
 
 
+def mark_litellm_key(ids: Marks, key: str) -> Marks:
+    """Mark the model id a ``litellm/<id>`` key writes; other keys mark nothing."""
+    rid = litellm_id(key)
+    return mark(ids, rid) if rid is not None else ids
+
+
 def _set_status(
     state: CatalogState, source: SourceKind, status: SourceStatus, detail: str = ""
 ) -> CatalogState:
@@ -184,14 +194,9 @@ def _set_status(
 
 def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
     source, obj = event.source, event.object
-    if source is SourceKind.EXTERNAL_MODELS:
-        if raw.name_of(obj) != state.config.external_models_configmap:
-            return state
-        return _external(state, obj)
-    if source is SourceKind.CATALOG_CONFIGMAP:
-        if raw.name_of(obj) != state.config.catalog_configmap:
-            return state
-        return _catalog(state, ObservedCatalog.from_k8s(obj))
+    if (document := _DOCUMENTS.get(source)) is not None:
+        named, observe = document
+        return observe(state, obj) if raw.name_of(obj) == named(state.config) else state
     name = raw.name_of(obj)
     if not name:
         return state
@@ -200,10 +205,9 @@ def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
 
 def deleted(state: CatalogState, event: ObjectDeleted) -> CatalogState:
     name = raw.name_of(event.object)
-    if event.source is SourceKind.EXTERNAL_MODELS:
-        return _external(state, None) if name == state.config.external_models_configmap else state
-    if event.source is SourceKind.CATALOG_CONFIGMAP:
-        return _catalog(state, None) if name == state.config.catalog_configmap else state
+    if (document := _DOCUMENTS.get(event.source)) is not None:
+        named, observe = document
+        return observe(state, None) if name == named(state.config) else state
     if not name:
         return state
     return _put(state, event.source, name, None)
@@ -211,21 +215,17 @@ def deleted(state: CatalogState, event: ObjectDeleted) -> CatalogState:
 
 def listed(state: CatalogState, event: SourceListed) -> CatalogState:
     source = event.source
-    if source is SourceKind.EXTERNAL_MODELS:
-        wanted = state.config.external_models_configmap
-        obj = next((o for o in event.objects if raw.name_of(o) == wanted), None)
-        state = _external(state, obj)
-    elif source is SourceKind.CATALOG_CONFIGMAP:
-        wanted = state.config.catalog_configmap
-        obj = next((o for o in event.objects if raw.name_of(o) == wanted), None)
-        state = _catalog(state, ObservedCatalog.from_k8s(obj) if obj is not None else None)
+    if (document := _DOCUMENTS.get(source)) is not None:
+        named, observe = document
+        wanted = named(state.config)
+        state = observe(state, next((o for o in event.objects if raw.name_of(o) == wanted), None))
     else:
         state = _replace_all(state, source, event.objects)
         if source is SourceKind.SECRETS and event.scope is not None:
             scope = frozenset(event.scope)
             items = state.pending.items
             for name in scope.symmetric_difference(state.observed.secrets_scope):
-                items = mark_all(items, _dependents(state, f"secret/{name}"))
+                items = mark_all(items, _dependents(state, secret_ref(name)))
             state = attrs.evolve(
                 state,
                 observed=attrs.evolve(state.observed, secrets_scope=scope),
@@ -244,7 +244,7 @@ def _replace_all(
             continue
         seen.add(name)
         state = _put(state, source, name, _parse(state, source, obj))
-    group_name, field = _FIELD[source]
+    group_name, field = STORE[source]
     current: PMap[Any] = getattr(getattr(state, group_name), field)
     prefix = f"{_WORKLOAD_KIND[source]}/" if source in _WORKLOAD_KIND else ""
     for key in list(current):
@@ -258,7 +258,7 @@ def _replace_all(
 
 def unavailable(state: CatalogState, event: SourceUnavailable) -> CatalogState:
     if event.status is Unavailability.NOT_INSTALLED:
-        # An absent CRD is an empty source (contracts A.1), not an error.
+        # An absent CRD is an empty source (behaviour §1.1), not an error.
         state = listed(state, SourceListed(event.source, ()))
         return _set_status(state, event.source, SourceStatus.NOT_INSTALLED, event.detail)
     status = SourceStatus.FORBIDDEN if event.status is Unavailability.FORBIDDEN else SourceStatus.FAILING
@@ -270,7 +270,7 @@ def _external(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogStat
     uid = raw.uid_of(obj) if obj is not None else ""
     observed = state.observed
     if doc.problem is not None:
-        # Unreadable: keep the last good items, report the document (C.4).
+        # Unreadable: keep the last good items, report the document (behaviour §8).
         if doc.problem == observed.external_problem and uid == observed.external_uid:
             return state
         return attrs.evolve(
@@ -279,18 +279,19 @@ def _external(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogStat
             pending=attrs.evolve(state.pending, catalog=True),
         )
     items = observed.external_items
+    document = registry.BY_KIND[SourceKind.EXTERNAL_MODELS]
     new_names = {item.name for item in doc.items}
     marks = state.pending.items
     for name in list(items):
         if name not in new_names:
             items = items.delete(name)
-            marks = mark(marks, f"external/{name}")
+            marks = mark(marks, document.item(name).text)
     for item in doc.items:
         if items.get(item.name) != item:
             items = items.set(item.name, item)
-            marks = mark(marks, f"external/{item.name}")
+            marks = mark(marks, document.item(item.name).text)
     if uid != observed.external_uid:
-        marks = mark_all(marks, (f"external/{name}" for name in items))
+        marks = mark_all(marks, (document.item(name).text for name in items))
     return attrs.evolve(
         state,
         observed=attrs.evolve(observed, external_items=items, external_problem=None, external_uid=uid),
@@ -312,8 +313,28 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
         state,
         cluster=attrs.evolve(cluster, catalog=observed, initial_catalog_hash=initial),
         pending=attrs.evolve(state.pending, catalog=True, rollouts=True),
-        control=attrs.evolve(state.control, settled=state.control.settled.delete(f"catalog/{ns}/{name}")),
+        control=attrs.evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
     )
+
+
+def _catalog_document(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogState:
+    return _catalog(state, ObservedCatalog.from_k8s(obj) if obj is not None else None)
+
+
+# Sources that are one ConfigMap named by the configuration: its name (objects of any other name are not
+# the source's; the watch asks for that name alone), and how its content is observed (None: absent).
+DOCUMENT_NAMES: dict[SourceKind, Callable[[CatalogConfig], str]] = {
+    SourceKind.EXTERNAL_MODELS: lambda config: config.external_models_configmap,
+    SourceKind.CATALOG_CONFIGMAP: lambda config: config.catalog_configmap,
+}
+_OBSERVE_DOCUMENT: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any] | None], CatalogState]] = {
+    SourceKind.EXTERNAL_MODELS: _external,
+    SourceKind.CATALOG_CONFIGMAP: _catalog_document,
+}
+_DOCUMENTS = {kind: (DOCUMENT_NAMES[kind], _OBSERVE_DOCUMENT[kind]) for kind in DOCUMENT_NAMES}
+if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or set(STORE) | set(_DOCUMENTS) != set(SourceKind):
+    # every source is either a map of objects (STORE, _PARSE) or one named document, never neither
+    raise RuntimeError(f"ingest: sources neither stored nor observed: {set(SourceKind) - set(STORE)}")
 
 
 def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogState:
@@ -339,13 +360,13 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         if failure.reason is Reason.LITELLM_UNAUTHORIZED:
             # The master key works again: what failed for that reason may be tried again.
             failures = failures.delete(key)
-            ids = mark(ids, key.removeprefix("litellm/"))
+            ids = mark_litellm_key(ids, key)
     if not was_reachable:
         # LiteLLM answers again: writes still backing off from the outage are due now (their backoff
         # grew with the outage, up to minutes, while the proxy is already back).
-        for key in [k for k in retries if k.startswith("litellm/")]:
+        for key in [k for k in retries if is_litellm_key(k)]:
             retries = retries.delete(key)
-            ids = mark(ids, key.removeprefix("litellm/"))
+            ids = mark_litellm_key(ids, key)
     status = LiteLLMStatus(observed_once=True, reachable=True)
     if (
         status == state.litellm.status
@@ -457,7 +478,7 @@ def _set_rows(
     def changed(rid: str) -> None:
         nonlocal ids, settled
         ids = mark(ids, rid)
-        settled = settled.delete(f"litellm/{rid}")
+        settled = settled.delete(litellm_key(rid))
 
     for rid, row in upserts:
         old = rows.get(rid)
@@ -487,7 +508,7 @@ def _set_rows(
 
 
 def litellm_unreachable(state: CatalogState, event: LiteLLMUnreachable) -> CatalogState:
-    """Keep every observed row: the last published catalog stays as it is (C.11)."""
+    """Keep every observed row: the last published catalog stays as it is (behaviour §8)."""
     detail = f"{event.reason}: {event.detail}" if event.detail else event.reason
     status = attrs.evolve(state.litellm.status, reachable=False, detail=detail)
     if status == state.litellm.status and not state.litellm.unobserved_writes:

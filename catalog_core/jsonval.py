@@ -50,7 +50,7 @@ def canonical(value: Any) -> str:
 
 
 def pretty(value: Any) -> str:
-    """The catalog's file format: indent 2, sorted keys, trailing newline (contracts A.5).
+    """The catalog's file format: indent 2, sorted keys, trailing newline (behaviour §5.1).
 
     Byte for byte ``json.dumps(value, indent=2, sort_keys=True) + "\\n"``; ``Fragment`` values inside
     are spliced in from their cache.

@@ -10,9 +10,11 @@ not already known to have been applied, failed terminally, or be backing off.
 from __future__ import annotations
 
 import functools
+from typing import assert_never
 
 import attrs
 
+from catalog_core import registry
 from catalog_core.commands import (
     READ_COMMANDS,
     Command,
@@ -28,14 +30,24 @@ from catalog_core.commands import (
 )
 from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
+from catalog_core.keys import (
+    CommandKey,
+    CommandKind,
+    ItemKey,
+    RefKey,
+    RefKind,
+    agent_template_announcement,
+    configmap_announcement,
+    is_litellm_key,
+    litellm_key,
+)
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason, RouteState
 from catalog_core.rules import health as health_rules
 from catalog_core.rules.agent_templates import is_target, template_patch
-from catalog_core.rules.candidates import candidate
 from catalog_core.rules.entries import entry_for
 from catalog_core.rules.litellm_plan import litellm_command
-from catalog_core.rules.records import involved_object, record_for
+from catalog_core.rules.records import record_for
 from catalog_core.rules.render import RenderedCatalog, render_catalog
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
@@ -181,23 +193,28 @@ def _due_retries(state: CatalogState) -> CatalogState:
 
 def mark_key(state: CatalogState, key: str) -> CatalogState:
     """Mark the target of a command key for re-planning."""
-    kind, _, rest = key.partition("/")
-    pending = state.pending
-    if kind == "litellm":
-        pending = attrs.evolve(pending, ids=mark(pending.ids, rest))
-    elif kind == "catalog":
-        pending = attrs.evolve(pending, catalog=True)
-    elif kind == "agenttemplate":
-        pending = attrs.evolve(pending, templates=True)
-    elif kind in ("rollout", "evict"):
-        pending = attrs.evolve(pending, rollouts=True)
-    elif kind == "probe":
-        pending = attrs.evolve(pending, items=mark(pending.items, f"freetoken/{rest}"))
-    elif kind == "watch":
-        # The secret watch is planned from its id: forget it so the next tick asks again.
-        return attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=""))
-    else:
+    parsed = CommandKey.parse(key)
+    if parsed is None:
         return state
+    pending = state.pending
+    match parsed.kind:
+        case CommandKind.LITELLM:
+            pending = attrs.evolve(pending, ids=mark(pending.ids, parsed.last))
+        case CommandKind.CATALOG:
+            pending = attrs.evolve(pending, catalog=True)
+        case CommandKind.AGENT_TEMPLATE:
+            pending = attrs.evolve(pending, templates=True)
+        case CommandKind.ROLLOUT | CommandKind.EVICT:
+            pending = attrs.evolve(pending, rollouts=True)
+        case CommandKind.PROBE:
+            pending = attrs.evolve(pending, items=mark(pending.items, registry.health_item(parsed.last).text))
+        case CommandKind.WATCH:
+            # The secret watch is planned from its id: forget it so the next tick asks again.
+            return attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=""))
+        case CommandKind.EVENT:
+            return state
+        case _:
+            assert_never(parsed.kind)
     return attrs.evolve(state, pending=pending)
 
 
@@ -217,14 +234,15 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
     names, ids, records = p.names, p.ids, p.records
     for item in marked(p.items):
         old = cands.get(item)
-        new = candidate(state, item)
-        if item.startswith("freetoken/"):
-            runtime = item[len("freetoken/") :]
-            tracked = health_rules.track(health.get(runtime), new.health_url if new else None, state.now)
+        new = registry.claim(state, item)
+        key = ItemKey.parse(item)
+        if registry.health_gated(key):
+            gate = registry.health_key(key)
+            tracked = health_rules.track(health.get(gate), new.health_url if new else None, state.now)
             if tracked is None:
-                health = health.delete(runtime)
-            elif tracked is not health.get(runtime):
-                health = health.set(runtime, tracked)
+                health = health.delete(gate)
+            elif tracked is not health.get(gate):
+                health = health.set(gate, tracked)
         records = mark(records, item)
         if old == new:
             continue
@@ -246,7 +264,11 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
                 last_good = last_good.set(item, new.route)
     wanted = d.wanted_secrets
     if refs is not d.refs:
-        now_wanted = frozenset(ref[len("secret/") :] for ref in refs if ref.startswith("secret/"))
+        now_wanted = frozenset(
+            parsed.name
+            for parsed in map(RefKey.parse, refs)
+            if parsed is not None and parsed.kind is RefKind.SECRET
+        )
         wanted = wanted if now_wanted == wanted else now_wanted
     return attrs.evolve(
         state,
@@ -265,7 +287,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
 
 
 def secret_watches(state: CatalogState) -> tuple[SecretWatch, ...]:
-    """How each wanted Secret is read, in name order (contracts C.8). A Secret allowed by its name
+    """How each wanted Secret is read, in name order (behaviour §1.5). A Secret allowed by its name
     (``ai-model-provider-*``) need not be labelled, so it is read by name; any other is usable only when
     labelled, so the shell's one label-selected watch covers it (``provider_only``). How many by-name
     reads hold a connection at once is the shell's budget, not a decision of the core."""
@@ -317,7 +339,7 @@ def _routes(out: _Out) -> None:
     touched_items = set(items) | set(marked(state.pending.records))
     logical = {logical_name(n) for n in names} | set(marked(state.pending.logical))
     for rid in sorted(ids):
-        out.emit(f"litellm/{rid}", litellm_command(out.state, rid))
+        out.emit(litellm_key(rid), litellm_command(out.state, rid))
         for item in state.derived.by_id.get(rid, frozenset()):
             touched_items.add(item)
             logical.add(logical_name(state.derived.candidates[item].name))
@@ -355,19 +377,19 @@ def _routes(out: _Out) -> None:
 
 
 def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
-    warnings_key = f"{item}#warnings"
+    warnings_key = ItemKey.parse(item).warnings_key()
     if record is not None and record.warnings:
-        # Published without the fields it could not use: say so once (A.8).
+        # Published without the fields it could not use: say so once (behaviour §5.2).
         text = "; ".join(f"{w.field}: {w.message}" for w in record.warnings)
         reason = record.warnings[0].reason.value
-        out.announce(warnings_key, involved_object(out.state, item), reason, f"{record.name}: {text}")
+        out.announce(warnings_key, registry.warning_target(out.state, item), reason, f"{record.name}: {text}")
     else:
         out.forget(warnings_key)
     if record is None or record.state not in (RouteState.ERROR, RouteState.CONFLICT):
         out.forget(item)
         return
     message = f"{record.name}: {record.message}" if record.message else record.name
-    out.announce(item, involved_object(out.state, item), record.reason.value, message)
+    out.announce(item, registry.warning_target(out.state, item), record.reason.value, message)
 
 
 def all_records(state: CatalogState) -> list[RouteRecord]:
@@ -388,7 +410,7 @@ def rendered_catalog(state: CatalogState) -> RenderedCatalog:
 
 
 def _litellm_in_flight(state: CatalogState) -> bool:
-    return any(key.startswith("litellm/") for key in state.control.inflight)
+    return any(is_litellm_key(key) for key in state.control.inflight)
 
 
 def _catalog(out: _Out) -> None:
@@ -413,16 +435,16 @@ def _catalog(out: _Out) -> None:
         ref = ObjectRef(
             "v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.observed.external_uid
         )
-        out.announce("configmap/external", ref, problem.reason.value, problem.message)
+        out.announce(configmap_announcement("external"), ref, problem.reason.value, problem.message)
     else:
-        out.forget("configmap/external")
+        out.forget(configmap_announcement("external"))
     observed = state.cluster.catalog
     if (
         observed is not None
         and observed.fingerprint == rendered.fingerprint
         and observed.catalog_hash == rendered.catalog_hash
     ):
-        out.forget("configmap/catalog")
+        out.forget(configmap_announcement("catalog"))
         return
     size = configmap_data_size(rendered.data)
     if size > CONFIGMAP_DATA_LIMIT:
@@ -434,9 +456,9 @@ def _catalog(out: _Out) -> None:
             f"the catalog no longer fits in one ConfigMap (at most {CONFIGMAP_DATA_LIMIT} bytes of data); "
             "apps keep the last written catalog, LiteLLM routes stay current"
         )
-        out.announce("configmap/catalog", ref, Reason.CATALOG_TOO_LARGE.value, message)
+        out.announce(configmap_announcement("catalog"), ref, Reason.CATALOG_TOO_LARGE.value, message)
         return
-    out.forget("configmap/catalog")
+    out.forget(configmap_announcement("catalog"))
     command = WriteCatalog(
         cfg.namespace, cfg.catalog_configmap, rendered.data, rendered.catalog_hash, rendered.fingerprint
     )
@@ -456,7 +478,7 @@ def _templates(out: _Out) -> None:
         template = state.cluster.templates[name]
         if not is_target(template, cfg):
             continue
-        key = f"agenttemplate/{name}"
+        key = agent_template_announcement(name)
         if template.shape_problem is not None:
             ref = ObjectRef("kubeopencode.io/v1alpha1", "AgentTemplate", cfg.namespace, name, template.uid)
             out.announce(key, ref, Reason.UNEXPECTED_SHAPE.value, f"{name}: {template.shape_problem}")

@@ -1,4 +1,4 @@
-"""Stable reason codes (contracts B.5). A code, once published, keeps its meaning."""
+"""Stable reason codes (behaviour §7). A code, once published, keeps its meaning."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ class Reason(StrEnum):
     SECRET_NOT_ALLOWED = "SecretNotAllowed"
     SECRET_VALUE_INVALID = "SecretValueInvalid"  # empty, or not UTF-8 text
     INLINE_KEY_REJECTED = "InlineKeyRejected"
-    # a value LiteLLM would resolve from its own environment (os.environ/...): never published (C.8)
+    # a value LiteLLM would resolve from its own environment (os.environ/...): never published
+    # (behaviour §1.5)
     ENV_REFERENCE_REJECTED = "EnvReferenceRejected"
     NESTED_TOO_DEEPLY = "NestedTooDeeply"  # an object nested deeper than the adapters read
     UNTRUSTED_ENDPOINT = "UntrustedEndpoint"

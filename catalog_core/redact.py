@@ -23,7 +23,7 @@ import binascii
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -338,13 +338,17 @@ def redact_for_source(source: SourceKind | str, obj: Mapping[str, Any]) -> Redac
     trimmed = trim(kind, obj)
     if rejection(trimmed) is not None:
         return Redacted(trimmed, {})
-    if kind is SourceKind.SECRETS:
-        return redact_secret(trimmed)
-    if kind is SourceKind.EXTERNAL_MODELS:
-        return _external_models(trimmed)
-    if kind is SourceKind.MODEL_ACTIVATIONS:
-        return _activation(trimmed)
-    return Redacted(trimmed, {})
+    seal = _SEAL.get(kind)
+    return seal(trimmed) if seal is not None else Redacted(trimmed, {})
+
+
+# The sources whose objects may hold a secret value, and how each is sealed (the rest are only trimmed).
+_SEAL: dict[SourceKind, Callable[[Mapping[str, Any]], Redacted]] = {
+    SourceKind.SECRETS: redact_secret,
+    SourceKind.EXTERNAL_MODELS: _external_models,
+    SourceKind.MODEL_ACTIVATIONS: _activation,
+}
+SECRET_HOLDING: frozenset[SourceKind] = frozenset(_SEAL)
 
 
 # Names kept for the adapters and tests that redact one kind directly.

@@ -60,7 +60,7 @@ class LiteLLMStatus:
 
 @attrs.frozen
 class RuntimeHealth:
-    """Health gate of one FreeToken runtime (contracts B.3)."""
+    """Health gate of one FreeToken runtime (behaviour §1.4)."""
 
     url: str
     healthy: bool = False
@@ -109,7 +109,7 @@ class Candidate:
 
 @attrs.frozen
 class RouteRecord:
-    """One record of routes.json (contracts B.5)."""
+    """One record of routes.json (behaviour §7)."""
 
     source: str
     name: str
@@ -149,7 +149,7 @@ class RouteRef:
 
 @attrs.frozen
 class CatalogEntry:
-    """One logical model of the published catalog (contracts A.5, B.4)."""
+    """One logical model of the published catalog (behaviour §5.1, §6)."""
 
     id: str
     name: str
@@ -313,6 +313,28 @@ class CatalogState:
 
     def source(self, kind: SourceKind) -> SourceState:
         return self.sources.get(kind.value) or SourceState()
+
+    def stored(self, kind: SourceKind) -> PMap[Any]:
+        """The typed objects of a map-shaped source, by name (STORE says where)."""
+        group, field = STORE[kind]
+        found: PMap[Any] = getattr(getattr(self, group), field)
+        return found
+
+
+# Where the typed objects of each map-shaped source are kept: (group attribute, field of that group).
+STORE: dict[SourceKind, tuple[str, str]] = {
+    SourceKind.KUBEAI_MODELS: ("observed", "kubeai"),
+    SourceKind.MODEL_ACTIVATIONS: ("observed", "activations"),
+    SourceKind.FREETOKEN_DEPLOYMENTS: ("observed", "runtimes"),
+    SourceKind.SERVICES: ("observed", "services"),
+    SourceKind.SECRETS: ("observed", "secrets"),
+    SourceKind.AGENT_TEMPLATES: ("cluster", "templates"),
+    SourceKind.PODS: ("cluster", "pods"),
+    SourceKind.REPLICASETS: ("cluster", "replicasets"),
+    SourceKind.DEPLOYMENTS: ("cluster", "workloads"),
+    SourceKind.STATEFULSETS: ("cluster", "workloads"),
+    SourceKind.DAEMONSETS: ("cluster", "workloads"),
+}
 
 
 def initial_state(config: CatalogConfig) -> CatalogState:

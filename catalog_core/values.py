@@ -45,21 +45,7 @@ class Source(StrEnum):
     FREETOKEN = "freetoken"
 
 
-# One owned route per name: a higher rank wins (contracts B.1).
-SOURCE_RANK: dict[Source, int] = {
-    Source.ACTIVATION: 3,
-    Source.EXTERNAL: 2,
-    Source.FREETOKEN: 1,
-    Source.KUBEAI: 0,
-}
-
-# The id family and model_info.source of each source's rows (contracts A.1-A.4, B.3).
-ID_FAMILY: dict[Source, str] = {
-    Source.KUBEAI: "kubeai",
-    Source.EXTERNAL: "external",
-    Source.ACTIVATION: "external",
-    Source.FREETOKEN: "freetoken",
-}
+# Each source's rank, id family and the rest: catalog_core/registry.py.
 
 
 @attrs.frozen
@@ -146,17 +132,14 @@ _SLUG_RUNS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def slug(name: str) -> str:
-    """Contracts A.4: runs outside [A-Za-z0-9_.-] become '-'; dashes trimmed; lower case; 'model' if empty."""
+    """behaviour §2.1: runs outside [A-Za-z0-9_.-] become '-'; dashes trimmed; lower case; 'model' if
+    empty."""
     out = _SLUG_RUNS.sub("-", name).strip("-").lower()
     return out or "model"
 
 
-def route_id(source: Source, name: str) -> str:
-    return f"{ID_PREFIX}{ID_FAMILY[source]}-{slug(name)}"
-
-
 def logical_name(model_name: str) -> str:
-    """The model name without a leading local/, share/ or mesh/ (contracts B.4)."""
+    """The model name without a leading local/, share/ or mesh/ (behaviour §6)."""
     for prefix in ALIAS_PREFIXES:
         if model_name.startswith(prefix):
             return model_name[len(prefix) :]
@@ -175,7 +158,7 @@ def parse_model_type(value: Any, field: str) -> ModelType | FieldError | None:
 
 
 def features_type(features: tuple[str, ...]) -> ModelType | None:
-    """Contracts A.1 and C.9: case-insensitive substrings of the features; None when none says."""
+    """behaviour §1.1, §11: case-insensitive substrings of the features; None when none says."""
     lowered = [f.lower() for f in features]
     if any("embedding" in f for f in lowered):
         return ModelType.EMBEDDING
@@ -189,7 +172,7 @@ def features_type(features: tuple[str, ...]) -> ModelType | None:
 
 
 def kubeai_model_type(features: tuple[str, ...], name: str) -> ModelType:
-    """Contracts A.1 and C.9: the features, then a name containing "embedding", then chat."""
+    """behaviour §1.1, §11: the features, then a name containing "embedding", then chat."""
     from_features = features_type(features)
     if from_features is not None:
         return from_features

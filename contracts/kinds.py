@@ -10,7 +10,9 @@ import attrs
 from catalog_core import raw
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
-from catalog_core.sources.common import RUNTIME_LABEL
+from catalog_core.ingest import DOCUMENT_NAMES
+from catalog_core.sources import freetoken
+from catalog_core.sources.common import LabelMatch
 
 
 @attrs.frozen
@@ -21,6 +23,11 @@ class Resource:
     kind: str
     namespaced_in: str  # "namespace" (NAMESPACE) or "appliance" (APPLIANCE_NAMESPACE)
     crd: bool = False
+    label: LabelMatch | None = None  # only objects with this label belong to the source
+
+    def holds(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` (of this resource's kind) belongs to the source."""
+        return self.label is None or self.label.matches(obj)
 
     @property
     def api_version(self) -> str:
@@ -33,7 +40,9 @@ RESOURCES: dict[SourceKind, Resource] = {
     SourceKind.MODEL_ACTIVATIONS: Resource(
         "appliance.magicstick.dev", "v1alpha1", "modelactivations", "ModelActivation", "appliance", crd=True
     ),
-    SourceKind.FREETOKEN_DEPLOYMENTS: Resource("apps", "v1", "deployments", "Deployment", "namespace"),
+    SourceKind.FREETOKEN_DEPLOYMENTS: Resource(
+        "apps", "v1", "deployments", "Deployment", "namespace", label=freetoken.RUNTIME_MATCH
+    ),
     SourceKind.SERVICES: Resource("", "v1", "services", "Service", "namespace"),
     SourceKind.SECRETS: Resource("", "v1", "secrets", "Secret", "namespace"),
     SourceKind.AGENT_TEMPLATES: Resource(
@@ -47,35 +56,23 @@ RESOURCES: dict[SourceKind, Resource] = {
     SourceKind.CATALOG_CONFIGMAP: Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
 }
 
-FREETOKEN_SELECTOR = f"{RUNTIME_LABEL}=freetoken"
-
 
 def namespace_for(source: SourceKind, config: CatalogConfig) -> str:
     return config.appliance_namespace if RESOURCES[source].namespaced_in == "appliance" else config.namespace
 
 
 def sources_of(obj: Mapping[str, Any], config: CatalogConfig) -> list[SourceKind]:
-    """The sources an object belongs to (a FreeToken Deployment is also a workload)."""
+    """The sources an object belongs to (a labelled runtime Deployment is also a workload)."""
     api_version, kind = raw.string(obj, "apiVersion") or "", raw.string(obj, "kind") or ""
     group = api_version.rpartition("/")[0]
-    name = raw.name_of(obj)
-    if kind == "ConfigMap" and group == "":
-        if name == config.external_models_configmap:
-            return [SourceKind.EXTERNAL_MODELS]
-        if name == config.catalog_configmap:
-            return [SourceKind.CATALOG_CONFIGMAP]
-        return []
     out: list[SourceKind] = []
     for source, res in RESOURCES.items():
-        if (
-            res.kind != kind
-            or res.group != group
-            or source in (SourceKind.EXTERNAL_MODELS, SourceKind.CATALOG_CONFIGMAP)
-        ):
+        if res.kind != kind or res.group != group:
             continue
-        if source is SourceKind.FREETOKEN_DEPLOYMENTS:
-            labels = raw.string_map(obj, "metadata", "labels")
-            if labels.get(RUNTIME_LABEL, "").strip().lower() != "freetoken":
-                continue
-        out.append(source)
+        named = DOCUMENT_NAMES.get(source)
+        if named is not None:
+            if raw.name_of(obj) == named(config):
+                out.append(source)
+        elif res.holds(obj):
+            out.append(source)
     return out

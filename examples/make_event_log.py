@@ -40,7 +40,6 @@ from typing import Any
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app.inputs import read_model_info, read_objects
-from app.simulated_run import SimulatedShell
 from catalog_core import raw
 from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.config import CatalogConfig
@@ -48,6 +47,10 @@ from catalog_core.events import Event, RuntimeProbed, SourceKind
 from contracts.kinds import sources_of
 
 HERE = Path(__file__).resolve().parent
+# The simulated shell is test scaffolding (tests/simulation.py), not part of the installed packages.
+sys.path.insert(0, str(HERE.parent))
+from tests.simulation import SimulatedShell  # noqa: E402
+
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RUN_ID = "example-0001"
 MESH_ROWS = ("private-mesh-llama-3.1-8b-peer-a", "private-mesh-alias-mesh-llama-3.1-8b")

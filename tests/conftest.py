@@ -13,11 +13,39 @@ pytest_plugins = sorted(
     f"tests.fixtures.{p.stem}" for p in _FIXTURES.glob("*.py") if p.stem not in ("__init__", "shared")
 )
 
+# Profiles: "default" (local runs) draws new examples each run and prints the blob that reproduces a
+# failure; "ci" (.ci/run) is derandomized, so a CI run is reproducible from the commit alone; "explore"
+# (`just explore`) is randomized and runs every property EXPLORE_SCALE times as many examples as it asks for.
+# A test's own @settings(...) inherits derandomize and the rest from the profile loaded here, before any
+# test module is imported.
 settings.register_profile(
-    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
 )
-settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=100)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+settings.register_profile(
+    "ci", parent=settings.get_profile("default"), max_examples=100, derandomize=True, database=None
+)
+settings.register_profile("explore", parent=settings.get_profile("default"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
+settings.load_profile(PROFILE)
+EXPLORE_SCALE = 5
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under the "explore" profile, give every Hypothesis test EXPLORE_SCALE times its examples."""
+    if PROFILE != "explore":
+        return
+    for item in items:
+        test = getattr(item, "obj", None)
+        if getattr(test, "is_hypothesis_test", False):
+            # where @given keeps the test's settings, read when the test runs (hypothesis.core)
+            own = test._hypothesis_internal_use_settings  # type: ignore[union-attr]
+            test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
+                own, max_examples=own.max_examples * EXPLORE_SCALE
+            )
+
 
 REQUIRE_PEERS = os.environ.get("MODEL_CATALOG_REQUIRE_PEERS") == "1"
 

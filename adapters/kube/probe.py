@@ -1,4 +1,4 @@
-"""FreeToken health prober: ``ProbeRuntime`` -> ``GET <url>`` -> ``RuntimeProbed`` (contracts B.3).
+"""FreeToken health prober: ``ProbeRuntime`` -> ``GET <url>`` -> ``RuntimeProbed`` (behaviour §4).
 
 It requests exactly the URL of the command (the core only asks for in-cluster
 Service URLs it trusts), with a 3 s timeout, no redirects, no proxy from the

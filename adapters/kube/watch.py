@@ -49,16 +49,15 @@ from catalog_core.events import (
     SourceUnavailable,
     Unavailability,
 )
-from catalog_core.redact import Redacted, redact_for_source
-from contracts.kinds import FREETOKEN_SELECTOR, RESOURCES, Resource, namespace_for
+from catalog_core.ingest import DOCUMENT_NAMES
+from catalog_core.redact import SECRET_HOLDING, Redacted, redact_for_source
+from contracts.kinds import RESOURCES, Resource, namespace_for
 
 log = logging.getLogger("model_catalog.kube.watch")
 
-# Sources whose objects may hold secret values: redacting them fingerprints (PBKDF2), which runs in a
-# worker thread so a large models.json or many keys never stall the loop (the Lease renews from it).
-SECRET_HOLDING: frozenset[SourceKind] = frozenset(
-    {SourceKind.SECRETS, SourceKind.EXTERNAL_MODELS, SourceKind.MODEL_ACTIVATIONS}
-)
+# Sources whose objects may hold secret values (redact.SECRET_HOLDING): redacting them fingerprints
+# (PBKDF2), which runs in a worker thread so a large models.json or many keys never stall the loop (the
+# Lease renews from it).
 
 
 async def redact(source: SourceKind, obj: Mapping[str, Any]) -> Redacted:
@@ -92,13 +91,12 @@ class WatchSpec:
 
 def selectors(source: SourceKind, config: CatalogConfig) -> tuple[str, str]:
     """(field selector, label selector) of a source; most sources read everything in their namespace."""
-    if source is SourceKind.EXTERNAL_MODELS:
-        return f"metadata.name={config.external_models_configmap}", ""
-    if source is SourceKind.CATALOG_CONFIGMAP:
-        return f"metadata.name={config.catalog_configmap}", ""
-    if source is SourceKind.FREETOKEN_DEPLOYMENTS:
-        return "", FREETOKEN_SELECTOR
-    return "", ""
+    named = DOCUMENT_NAMES.get(source)
+    label = RESOURCES[source].label
+    return (
+        f"metadata.name={named(config)}" if named is not None else "",
+        label.selector if label is not None else "",
+    )
 
 
 def watch_specs(config: CatalogConfig) -> list[WatchSpec]:

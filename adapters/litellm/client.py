@@ -1,4 +1,4 @@
-"""A small client for LiteLLM's admin API (contracts A.4): one connection pool, explicit timeouts.
+"""A small client for LiteLLM's admin API (behaviour §2.1): one connection pool, explicit timeouts.
 
 It only sends and parses; what an answer *means* for a command is the executor's business. The master
 key lives in an ``httpx.Auth`` that never shows it: not in a repr, a log line or an exception message.

@@ -318,7 +318,7 @@ class LiteLLMExecutor:
 
 
 def _refusal(body: dict[str, Any], api_key: str | None, master: Sequence[str]) -> Mapped | None:
-    """Defense in depth behind the core's rules (contracts C.8): a row LiteLLM would resolve from its own
+    """Defense in depth behind the core's rules (behaviour §1.5): a row LiteLLM would resolve from its own
     environment, or one that would carry its master key, is never sent, whatever produced it."""
     if api_key is not None and api_key.strip() in {m.strip() for m in master if m}:
         return Mapped(

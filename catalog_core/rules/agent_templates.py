@@ -1,4 +1,4 @@
-"""AgentTemplate content (contracts A.6, C.7): replace exactly provider.litellm.models, keep chosen models."""
+"""AgentTemplate content (behaviour §9, §9.1): replace exactly provider.litellm.models, keep chosen models."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def template_patch(
     """The merge patch for one template, or None when it already matches (or must be left alone)."""
     chat = sorted((e for e in entries if e.model_type is ModelType.CHAT), key=lambda e: e.id)
     if not chat or template.shape_problem is not None:
-        return None  # no chat model: skip (A.6); an unexpected shape is reported, not overwritten
+        return None  # no chat model: skip (behaviour §9); an unexpected shape is reported, not overwritten
     models = desired_models(chat, config)
     current = _CURRENT.get(template.models, config) if template.models is not None else None
     config_patch: dict[str, Any] = {}

@@ -1,51 +1,34 @@
-"""Each source item's claim to a route: the route, or the reason it has none (contracts A, B.3, C.4, C.8)."""
+"""Each source item's claim to a route: the route, or the reason it has none (behaviour §1, §7, §8, §1.5)."""
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
 from catalog_core.config import CatalogConfig
+from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
-from catalog_core.rules.routes import external_route, freetoken_route, kubeai_route
+from catalog_core.rules.routes import Origin, external_route, kubeai_route, runtime_route
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import Candidate, CatalogState, DesiredRoute
-from catalog_core.values import ModelType, Source, is_env_reference, parse_model_type, shown
-
-KUBEAI = "kubeai/"
-EXTERNAL = "external/"
-ACTIVATION = "activation/"
-FREETOKEN = "freetoken/"
+from catalog_core.values import ModelType, is_env_reference, parse_model_type, shown
 
 _ENDPOINT = re.compile(r"^(https?)://([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(?::(\d{1,5}))?(/[^\s?#]*)?$")
 
 
-def item_source(item: str) -> Source:
-    prefix = item.split("/", 1)[0]
-    return {"kubeai": Source.KUBEAI, "external": Source.EXTERNAL, "activation": Source.ACTIVATION}.get(
-        prefix, Source.FREETOKEN
-    )
-
-
-def candidate(state: CatalogState, item: str) -> Candidate | None:
-    """None when the item does not exist (or is not a catalog item, e.g. a local activation)."""
-    kind, _, key = item.partition("/")
-    build = _BUILDERS.get(kind)
-    if build is None:
-        return None
-    claim = build(state, item, key)
+def checked(state: CatalogState, claim: Candidate | None) -> Candidate | None:
+    """The last gate of every claim, whatever its source and field: LiteLLM resolves a string of
+    litellm_params that starts with os.environ/ from its own environment (its master key, its
+    DATABASE_URL)."""
     if claim is None or claim.route is None or claim.reason is not Reason.PUBLISHED:
         return claim
-    # The last gate, whatever the source and field: LiteLLM resolves a string of litellm_params that
-    # starts with os.environ/ from its own environment (its master key, its DATABASE_URL).
     field = env_reference_field(claim.route)
     if field is not None:
         return _with_last_good(
@@ -90,7 +73,7 @@ def _env_reference_in(value: Any, path: str) -> str | None:
 def _with_last_good(
     state: CatalogState, base: Candidate, reason: Reason, message: str, refs: tuple[str, ...] = ()
 ) -> Candidate:
-    """Bad input keeps the item's last good route (C.4); other reasons withdraw it."""
+    """Bad input keeps the item's last good route (behaviour §8); other reasons withdraw it."""
     route = (
         state.derived.last_good.get(base.item)
         if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING
@@ -99,12 +82,13 @@ def _with_last_good(
     return attrs.evolve(base, route=route, reason=reason, message=message, refs=refs)
 
 
-def _kubeai(state: CatalogState, item: str, name: str) -> Candidate | None:
-    model = state.observed.kubeai.get(name)
+def kubeai_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
+    model = state.observed.kubeai.get(key.name)
     if model is None:
         return None
+    item = key.text
     base = Candidate(
-        item, Source.KUBEAI, model.name, model.uid, None, Reason.PUBLISHED, warnings=model.warnings
+        item, spec.source, model.name, model.uid, None, Reason.PUBLISHED, warnings=model.warnings
     )
     if model.problem is not None and model.problem.reason is Reason.NESTED_TOO_DEEPLY:
         # unreadable, so its readiness is unknown: bad input keeps the last good route
@@ -115,7 +99,7 @@ def _kubeai(state: CatalogState, item: str, name: str) -> Candidate | None:
         )
     if model.problem is not None:
         return _with_last_good(state, base, model.problem.reason, model.problem.message)
-    return attrs.evolve(base, route=kubeai_route(model, item, state.config))
+    return attrs.evolve(base, route=kubeai_route(model, item, spec, state.config))
 
 
 _HOW_TO_ALLOW = (
@@ -138,13 +122,13 @@ def _inline_key(fp: str) -> _KeyResolution:
 
 def _resolve_key(state: CatalogState, spec: SecretKeyRef | InlineKey | None) -> _KeyResolution:
     """The key a route sends, or why there is none. Every Secret reference, whatever its source, passes
-    the same allow-list (contracts C.8): whoever edits models.json or a ModelActivation must not be able to
+    the same allow-list (behaviour §1.5): whoever edits models.json or a ModelActivation must not be able to
     make the controller hand out a Secret its author could not read."""
     if spec is None:
         return None, None, "", ()
     if isinstance(spec, InlineKey):
         return _inline_key(spec.fingerprint)
-    refs = (f"secret/{spec.name}",)
+    refs = (secret_ref(spec.name),)
     ns = state.config.namespace
     what = f"Secret {ns}/{spec.name}"
     if spec.name == state.config.litellm_master_key_secret:
@@ -188,34 +172,34 @@ def _resolve_key(state: CatalogState, spec: SecretKeyRef | InlineKey | None) -> 
     return key, None, "", refs
 
 
-def _external_claim(state: CatalogState, base: Candidate, model: ExternalModel, source: Source) -> Candidate:
+def _external_claim(state: CatalogState, base: Candidate, model: ExternalModel, spec: Origin) -> Candidate:
     if not model.enabled:
         return _with_last_good(state, base, Reason.DISABLED, "enabled is false")
     base = attrs.evolve(base, warnings=model.warnings)
     api_key, reason, message, refs = _resolve_key(state, model.api_key)
     if reason is not None:
         return _with_last_good(state, base, reason, message, refs)
-    route = external_route(model, base.item, source, api_key)
+    route = external_route(model, base.item, spec, api_key)
     return attrs.evolve(base, route=route, refs=refs)
 
 
-def _external(state: CatalogState, item: str, name: str) -> Candidate | None:
-    entry = state.observed.external_items.get(name)
+def external_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
+    entry = state.observed.external_items.get(key.name)
     if entry is None:
         return None
-    base = Candidate(item, Source.EXTERNAL, entry.name, state.observed.external_uid, None, Reason.PUBLISHED)
+    base = Candidate(key.text, spec.source, entry.name, state.observed.external_uid, None, Reason.PUBLISHED)
     if entry.problem is not None or entry.model is None:
         problem = entry.problem
         reason = problem.reason if problem else Reason.INVALID_FIELD
         return _with_last_good(state, base, reason, problem.message if problem else "")
-    return _external_claim(state, base, entry.model, Source.EXTERNAL)
+    return _external_claim(state, base, entry.model, spec)
 
 
-def _activation(state: CatalogState, item: str, name: str) -> Candidate | None:
-    activation = state.observed.activations.get(name)
+def activation_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
+    activation = state.observed.activations.get(key.name)
     if activation is None or activation.kind != "external":
         return None
-    base = Candidate(item, Source.ACTIVATION, activation.name, activation.uid, None, Reason.PUBLISHED)
+    base = Candidate(key.text, spec.source, activation.name, activation.uid, None, Reason.PUBLISHED)
     if activation.deleting:
         return _with_last_good(state, base, Reason.DELETING, "the ModelActivation is being deleted")
     if not activation.enabled:
@@ -226,11 +210,11 @@ def _activation(state: CatalogState, item: str, name: str) -> Candidate | None:
         return _with_last_good(
             state, base, reason, problem.message if problem else "spec.external is required"
         )
-    return _external_claim(state, base, activation.external, Source.ACTIVATION)
+    return _external_claim(state, base, activation.external, spec)
 
 
 def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
-    """(service name, health URL) when ``url`` is an in-cluster Service URL in NAMESPACE (B.3)."""
+    """(service name, health URL) when ``url`` is an in-cluster Service URL in NAMESPACE (behaviour §1.4)."""
     match = _ENDPOINT.match(url.strip())
     if match is None:
         return None
@@ -251,7 +235,7 @@ def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:
 
 
 def service_refusal(state: CatalogState, name: str) -> str | None:
-    """Why Service ``name`` (in NAMESPACE) may not be probed or published, or None (contracts B.3).
+    """Why Service ``name`` (in NAMESPACE) may not be probed or published, or None (behaviour §1.4).
 
     A headless ClusterIP Service (``clusterIP: None``) is trusted like any ClusterIP one: its name resolves
     to the same endpoints a cluster IP would route to. An ExternalName one is a DNS alias to anywhere.
@@ -286,29 +270,30 @@ def _litellm_services(config: CatalogConfig) -> frozenset[tuple[str, str]]:
     return frozenset(out)
 
 
-def _freetoken(state: CatalogState, item: str, name: str) -> Candidate | None:
+def runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
     """A runtime's claim. Its route names a Service by DNS, so a route kept as last good stays only while
     that Service is trusted: else LiteLLM would follow it to wherever it now points."""
-    claim = _freetoken_claim(state, item, name)
+    claim = _runtime_claim(state, spec, key)
     if claim is None or claim.reason is Reason.PUBLISHED or claim.route is None:
         return claim
     url = claim.route.api_base or ""
     service = _service_of(url)
-    ref = f"service/{service}"
+    ref = service_ref(service) if service is not None else ""
     refs = claim.refs if service is None or ref in claim.refs else (*claim.refs, ref)
     route = claim.route if trusted_endpoint(state, url) is not None else None
     return attrs.evolve(claim, route=route, refs=refs)
 
 
-def _freetoken_claim(state: CatalogState, item: str, name: str) -> Candidate | None:
-    runtime = state.observed.runtimes.get(name)
+def _runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
+    runtime = state.stored(spec.kind).get(key.name)
     if runtime is None:
         return None
+    item = key.text
     model_name = runtime.activation or runtime.name
     base = Candidate(
-        item, Source.FREETOKEN, model_name, runtime.uid, None, Reason.PUBLISHED, warnings=runtime.warnings
+        item, spec.source, model_name, runtime.uid, None, Reason.PUBLISHED, warnings=runtime.warnings
     )
-    refs: tuple[str, ...] = (f"activation/{runtime.activation}",) if runtime.activation else ()
+    refs: tuple[str, ...] = (activation_ref(runtime.activation),) if runtime.activation else ()
     activation = state.observed.activations.get(runtime.activation) if runtime.activation else None
     if activation is None:
         why = (
@@ -332,7 +317,7 @@ def _freetoken_claim(state: CatalogState, item: str, name: str) -> Candidate | N
         endpoint = runtime.endpoint_annotation
         service_name = _service_of(endpoint)
         if service_name:
-            refs = (*refs, f"service/{service_name}")
+            refs = (*refs, service_ref(service_name))
         trusted = trusted_endpoint(state, endpoint)
         if trusted is None:
             refused = service_refusal(state, service_name) if service_name else None
@@ -345,7 +330,7 @@ def _freetoken_claim(state: CatalogState, item: str, name: str) -> Candidate | N
             )
         health_url = trusted[1]
     else:
-        refs = (*refs, f"service/{runtime.name}")
+        refs = (*refs, service_ref(runtime.name))
         service = state.observed.services.get(runtime.name)
         if service is None:
             return _with_last_good(
@@ -361,10 +346,10 @@ def _freetoken_claim(state: CatalogState, item: str, name: str) -> Candidate | N
         port = f":{service.port}" if service.port else ""
         origin = f"http://{runtime.name}.{ns}.svc.cluster.local{port}"
         endpoint, health_url = f"{origin}/v1", f"{origin}/health"
-    health = state.health.get(runtime.name)
+    health = state.health.get(spec.health_key(key))
     model_type = parse_model_type(activation.model_type_hint, "spec.modelType")
     kind = model_type if isinstance(model_type, ModelType) else ModelType.CHAT
-    route: DesiredRoute = freetoken_route(runtime, model_name, endpoint, kind, item)
+    route: DesiredRoute = runtime_route(runtime, model_name, endpoint, kind, item, origin=spec)
     if health is None or health.url != health_url or not health.healthy:
         failed = health is not None and health.url == health_url and health.failures >= 2
         reason = Reason.HEALTH_CHECK_FAILED if failed else Reason.HEALTH_CHECK_PENDING
@@ -377,11 +362,3 @@ def _freetoken_claim(state: CatalogState, item: str, name: str) -> Candidate | N
 def _service_of(url: str) -> str | None:
     match = _ENDPOINT.match(url.strip())
     return match.group(2).split(".")[0] if match else None
-
-
-_BUILDERS: dict[str, Callable[[CatalogState, str, str], Candidate | None]] = {
-    "kubeai": _kubeai,
-    "external": _external,
-    "activation": _activation,
-    "freetoken": _freetoken,
-}

@@ -1,4 +1,4 @@
-"""The Mesh-aware catalog: logical models from our routes and the rows LiteLLM reports (contracts B.4).
+"""The Mesh-aware catalog: logical models from our routes and the rows LiteLLM reports (behaviour §6).
 
 An entry is rebuilt only when something under its logical name changed.
 """
@@ -7,16 +7,11 @@ from __future__ import annotations
 
 import attrs
 
-from catalog_core.events import SourceKind
+from catalog_core.registry import catalog_source
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogEntry, CatalogState, DesiredRoute, RouteRef
-from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, Source, logical_name, name_problem
+from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, logical_name, name_problem
 
-_FAMILY_SOURCES = {
-    "kubeai": (SourceKind.KUBEAI_MODELS,),
-    "external": (SourceKind.EXTERNAL_MODELS, SourceKind.MODEL_ACTIVATIONS),
-    "freetoken": (SourceKind.FREETOKEN_DEPLOYMENTS, SourceKind.MODEL_ACTIVATIONS, SourceKind.SERVICES),
-}
 _BIG = 1 << 62
 
 
@@ -40,7 +35,8 @@ class RouteView:
 
 def _from_route(route: DesiredRoute, row: LiteLLMRow | None) -> RouteView:
     """Our route as published. A limit the source gave wins; else the one LiteLLM reports for the row it
-    holds (it fills limits in from its model map, and apps should see what LiteLLM enforces; A.8)."""
+    holds (it fills limits in from its model map, and apps should see what LiteLLM enforces;
+    behaviour §5.2)."""
     return RouteView(
         id=route.id,
         model_name=route.model_name,
@@ -55,7 +51,7 @@ def _from_route(route: DesiredRoute, row: LiteLLMRow | None) -> RouteView:
         context_window=route.context_window or (row.context_window if row is not None else None),
         max_output_tokens=route.max_output_tokens or (row.max_output_tokens if row is not None else None),
         display_name=None,
-        source=route.source.value if route.source is not Source.ACTIVATION else "external",
+        source=catalog_source(route.source),
     )
 
 
@@ -76,12 +72,6 @@ def _from_row(row: LiteLLMRow, owned: bool) -> RouteView:
         display_name=row.display_name,
         source=row.source,
     )
-
-
-def row_source_known(state: CatalogState, row: LiteLLMRow) -> bool:
-    """Whether every source that could claim this owned row has been read (else the row is held as it is)."""
-    family = row.id.removeprefix("ai-appliance-").split("-", 1)[0]
-    return all(state.source(kind).known for kind in _FAMILY_SOURCES.get(family, ()))
 
 
 def published_route(state: CatalogState, rid: str) -> DesiredRoute | None:
@@ -113,12 +103,10 @@ def views_for(state: CatalogState, logical: str) -> list[RouteView]:
             # LiteLLM does not check names: one with a line break would add lines to defaults.env
             continue
         if row.ours:
-            # An owned row nobody claims is being withdrawn, unless its sources are unknown: then hold it.
-            if rid in state.derived.winners or row_source_known(state, row):
-                continue
-            views.append(_from_row(row, owned=True))
-        else:
-            views.append(_from_row(row, owned=False))
+            # An owned row nobody claims is being withdrawn. (Entries are derived only once every catalog
+            # source is known -- plan.catalog_inputs_known -- so no owned row is held for an unread source.)
+            continue
+        views.append(_from_row(row, owned=False))
     return views
 
 

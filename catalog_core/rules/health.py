@@ -1,4 +1,4 @@
-"""FreeToken health gate (contracts B.3): publish after one success, withdraw after two failures."""
+"""FreeToken health gate (behaviour §4): publish after one success, withdraw after two failures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Token limits for agent configs (contracts A.5)."""
+"""Token limits for agent configs (behaviour §5.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Desired route versus observed row -> the one LiteLLM write that closes the gap (contracts B.1, C.2)."""
+"""Desired route versus observed row -> the one LiteLLM write that closes the gap (behaviour §3, §2.3)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from catalog_core.commands import (
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
 )
-from catalog_core.rules.entries import row_source_known
 from catalog_core.rules.routes import SET_KEYS_KEY
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogState, DesiredRoute
@@ -51,8 +50,10 @@ def litellm_command(state: CatalogState, rid: str) -> LiteLLMCommand | None:
         if row is None:
             return CreateLiteLLMModel(*args)
         if not row.ours or row_matches(route, row):
-            return None  # a foreign row is never touched (B.1)
+            return None  # a foreign row is never touched (behaviour §3)
         return RecreateLiteLLMModel(*args) if needs_recreate(route, row) else UpdateLiteLLMModel(*args)
-    if row is not None and row.ours and row_source_known(state, row):
+    if row is not None and row.ours:
+        # Planning starts only once every catalog source is known (plan.catalog_inputs_known): an owned row
+        # no source claims is withdrawn, never one whose source is merely unread.
         return DeleteLiteLLMModel(rid)
     return None

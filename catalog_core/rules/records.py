@@ -1,10 +1,10 @@
-"""routes.json records (contracts B.5) and the Kubernetes objects they are about."""
+"""routes.json records (behaviour §7) and the Kubernetes objects they are about."""
 
 from __future__ import annotations
 
 import attrs
 
-from catalog_core.commands import ObjectRef
+from catalog_core.keys import litellm_key
 from catalog_core.reasons import Reason, RouteState, state_of
 from catalog_core.rules.entries import published_route
 from catalog_core.state import Candidate, CatalogState, RouteRecord
@@ -28,7 +28,7 @@ def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
     loss = state.derived.losses.get(item)
     if loss is not None:
         return RouteRecord(source, name, logical, RouteState.CONFLICT, loss[0], loss[1], route.id)
-    key = f"litellm/{route.id}"
+    key = litellm_key(route.id)
     failure = state.control.failures.get(key)
     published = published_route(state, route.id) is not None
     if failure is not None and key not in state.control.inflight:
@@ -36,7 +36,7 @@ def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
             source, name, logical, RouteState.ERROR, failure.reason, failure.detail, route.id, published
         )
     if cand.reason is not Reason.PUBLISHED:
-        # Bad input while the last good route stays (C.4), or a Secret not read yet.
+        # Bad input while the last good route stays (behaviour §8), or a Secret not read yet.
         return RouteRecord(
             source, name, logical, state_of(cand.reason), cand.reason, cand.message, route.id, published
         )
@@ -45,23 +45,3 @@ def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
     return RouteRecord(
         source, name, logical, RouteState.WITHHELD, Reason.PENDING, "waiting for LiteLLM", route.id
     )
-
-
-def involved_object(state: CatalogState, item: str) -> ObjectRef | None:
-    cand = state.derived.candidates.get(item)
-    kind, _, key = item.partition("/")
-    cfg = state.config
-    uid = cand.involved_uid if cand is not None else ""
-    if kind == "kubeai":
-        return ObjectRef("kubeai.org/v1", "Model", cfg.namespace, key, uid)
-    if kind == "external":
-        return ObjectRef(
-            "v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.observed.external_uid
-        )
-    if kind == "activation":
-        return ObjectRef(
-            "appliance.magicstick.dev/v1alpha1", "ModelActivation", cfg.appliance_namespace, key, uid
-        )
-    if kind == "freetoken":
-        return ObjectRef("apps/v1", "Deployment", cfg.namespace, key, uid)
-    return None

@@ -1,4 +1,5 @@
-"""The generated ConfigMap/ai-model-catalog: the keys apps read (contracts A.5) plus routes.json (B.5)."""
+"""The generated ConfigMap/ai-model-catalog: the keys apps read (behaviour §5.1) plus routes.json
+(behaviour §7)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from catalog_core.state import CatalogEntry, RouteRecord
 from catalog_core.urls import published_url
 from catalog_core.values import ModelType
 
-# Key names are literal (contracts A.5): consumers read them by name, e.g. AnythingLLM's Deployment has a
+# Key names are literal (behaviour §5.1): consumers read them by name, e.g. AnythingLLM's Deployment has a
 # configMapKeyRef to AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL. Only READY and HASH carry MODEL_CATALOG_.
 READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
 HASH_KEY = "AI_APPLIANCE_MODEL_CATALOG_HASH"
@@ -142,8 +143,9 @@ def render_catalog(
     *,
     placeholder: bool = False,
 ) -> RenderedCatalog:
-    """Every data key of contracts A.5 plus routes.json. ``placeholder``: the bootstrap form (READY false,
-    hash ``bootstrap``) that deploy/ ships so consumers can start before the first catalog (A.8)."""
+    """Every data key of behaviour §5.1 plus routes.json. ``placeholder``: the bootstrap form (READY false,
+    hash ``bootstrap``) that deploy/ ships so consumers can start before the first catalog
+    (behaviour §5.2)."""
     ordered = sorted(entries, key=lambda e: (e.model_type.value, e.id))
     parts = [_ENTRY_PARTS.get(e, config) for e in ordered]
     models = [p.model for p in parts]
@@ -273,6 +275,6 @@ def render_catalog(
 
 
 def bootstrap_data(config: CatalogConfig) -> dict[str, str]:
-    """The placeholder shipped in deploy/ (contracts A.8): every data key with today's empty values, so
+    """The placeholder shipped in deploy/ (behaviour §5.2): every data key with today's empty values, so
     every consumer can start (and mount the keys it reads) before the first catalog is written."""
     return render_catalog((), (), config, placeholder=True).as_dict()

@@ -1,4 +1,4 @@
-"""One owned route per name and per id (contracts B.1): ModelActivation > ConfigMap > local runtime.
+"""One owned route per name and per id (behaviour §3): ModelActivation > ConfigMap > local runtime.
 
 Only the items connected to what changed (through shared names or ids) are
 re-resolved, so the cost follows the change, not the catalog's size.
@@ -11,8 +11,8 @@ from collections.abc import Iterable
 import attrs
 
 from catalog_core.reasons import Reason
+from catalog_core.registry import rank
 from catalog_core.state import CatalogState
-from catalog_core.values import SOURCE_RANK
 
 
 def component(
@@ -56,7 +56,7 @@ def resolve(
     items, all_names, all_ids = component(state, names, ids)
     ranked = sorted(
         (state.derived.candidates[i] for i in items if state.derived.candidates[i].route is not None),
-        key=lambda c: (-SOURCE_RANK[c.source], c.name, c.item),
+        key=lambda c: (-rank(c.source), c.name, c.item),
     )
     taken_names: dict[str, str] = {}
     taken_ids: dict[str, str] = {}

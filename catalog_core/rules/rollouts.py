@@ -1,4 +1,4 @@
-"""Consumer rollouts (contracts C.6): level-triggered, through each consumer's owning workload."""
+"""Consumer rollouts (behaviour §9.2): level-triggered, through each consumer's owning workload."""
 
 from __future__ import annotations
 

@@ -1,17 +1,19 @@
-"""Desired LiteLLM deployments for each kind of source (contracts A.1-A.3, B.2, B.3, C.2)."""
+"""Desired LiteLLM deployments for each kind of source (behaviour §1.1, §1.2, §1.3, §2.2, §1.4, §2.3)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from catalog_core.commands import ApiKeyRef, LiteralKey, SecretKey
 from catalog_core.config import CatalogConfig
+from catalog_core.events import SourceKind
 from catalog_core.jsonval import Json, canonical, short_hash
+from catalog_core.keys import ItemKey
 from catalog_core.sources.external import ExternalModel
 from catalog_core.sources.freetoken import FreeTokenRuntime
 from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.state import DesiredRoute
-from catalog_core.values import ID_FAMILY, OWNER, ModelType, Source, route_id
+from catalog_core.values import OWNER, ModelType, Source
 
 SPEC_HASH_KEY = "ai_appliance_spec_hash"
 SET_KEYS_KEY = "ai_appliance_set_keys"
@@ -19,8 +21,25 @@ _OPTIONAL_INFO = ("max_input_tokens", "max_output_tokens", "features", "ai_appli
 NO_KEY = LiteralKey("none")
 
 
+class Origin(Protocol):
+    """What a route needs to know of its source (``registry.SourceSpec`` is one)."""
+
+    @property
+    def source(self) -> Source: ...
+
+    @property
+    def id_family(self) -> str: ...
+
+    @property
+    def kind(self) -> SourceKind: ...
+
+    def route_id(self, model_name: str) -> str: ...
+
+    def health_key(self, item: ItemKey) -> str: ...
+
+
 def key_identity(api_key: ApiKeyRef | None) -> Any:
-    """What a key contributes to the spec hash: never its value (contracts C.2)."""
+    """What a key contributes to the spec hash: never its value (behaviour §2.3)."""
     if api_key is None:
         return None
     if isinstance(api_key, LiteralKey):
@@ -48,7 +67,8 @@ def spec_hash(
 def _scheduler(
     engine: str, compute_target: str, context: int | None, max_output: int | None, max_num_seqs: int | None
 ) -> dict[str, Any]:
-    """Trusted scheduler metadata of a ready local route (B.2). No replica counts: they change too often."""
+    """Trusted scheduler metadata of a ready local route (behaviour §2.2). No replica counts: they
+    change too often."""
     out: dict[str, Any] = {
         "trusted": True,
         "locality": "local",
@@ -66,7 +86,7 @@ def _scheduler(
 
 def _finish(
     *,
-    source: Source,
+    origin: Origin,
     item: str,
     name: str,
     params: dict[str, Any],
@@ -77,8 +97,8 @@ def _finish(
     context: int | None,
     max_output: int | None,
 ) -> DesiredRoute:
-    rid = route_id(source, name)
-    family = ID_FAMILY[source]
+    rid = origin.route_id(name)
+    family = origin.id_family
     model_info: dict[str, Any] = {
         "id": rid,
         "ai_appliance_managed": True,
@@ -104,7 +124,7 @@ def _finish(
     order = params.get("order")
     return DesiredRoute(
         id=rid,
-        source=source,
+        source=origin.source,
         item=item,
         model_name=name,
         litellm_params=Json.of(params),
@@ -121,9 +141,9 @@ def _finish(
     )
 
 
-def kubeai_route(model: KubeAIModel, item: str, config: CatalogConfig) -> DesiredRoute:
+def kubeai_route(model: KubeAIModel, item: str, origin: Origin, config: CatalogConfig) -> DesiredRoute:
     return _finish(
-        source=Source.KUBEAI,
+        origin=origin,
         item=item,
         name=model.name,
         params={"model": f"openai/{model.name}", "api_base": config.kubeai_api_base, "order": 0},
@@ -146,7 +166,7 @@ def kubeai_route(model: KubeAIModel, item: str, config: CatalogConfig) -> Desire
 
 
 def external_route(
-    model: ExternalModel, item: str, source: Source, api_key: ApiKeyRef | None
+    model: ExternalModel, item: str, origin: Origin, api_key: ApiKeyRef | None
 ) -> DesiredRoute:
     params: dict[str, Any] = {"model": model.litellm_model}
     for key, value in (
@@ -159,7 +179,7 @@ def external_route(
         if value is not None:
             params[key] = value
     return _finish(
-        source=source,
+        origin=origin,
         item=item,
         name=model.name,
         params=params,
@@ -172,11 +192,11 @@ def external_route(
     )
 
 
-def freetoken_route(
-    runtime: FreeTokenRuntime, name: str, endpoint: str, model_type: ModelType, item: str
+def runtime_route(
+    runtime: FreeTokenRuntime, name: str, endpoint: str, model_type: ModelType, item: str, *, origin: Origin
 ) -> DesiredRoute:
     return _finish(
-        source=Source.FREETOKEN,
+        origin=origin,
         item=item,
         name=name,
         params={"model": f"openai/{name}", "api_base": endpoint, "order": 0},

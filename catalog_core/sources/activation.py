@@ -1,4 +1,4 @@
-"""``ModelActivation`` (appliance.magicstick.dev/v1alpha1) — contracts A.3, C.8."""
+"""``ModelActivation`` (appliance.magicstick.dev/v1alpha1) — behaviour §1.3, §1.5."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class ModelActivation:
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any], namespace: str) -> ModelActivation | None:
-        """``namespace`` is where provider Secrets live (NAMESPACE, contracts A.2)."""
+        """``namespace`` is where provider Secrets live (NAMESPACE, behaviour §1.2)."""
         name = raw.name_of(obj)
         if not name:
             return None

@@ -1,4 +1,4 @@
-"""KubeOpenCode ``AgentTemplate`` (kubeopencode.io/v1alpha1) — contracts A.6, C.7."""
+"""KubeOpenCode ``AgentTemplate`` (kubeopencode.io/v1alpha1) — behaviour §9, §9.1."""
 
 from __future__ import annotations
 

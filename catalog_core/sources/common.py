@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from catalog_core import raw
 from catalog_core.reasons import Reason
 from catalog_core.trim import rejection
 from catalog_core.values import COMPUTE_TARGETS, MAX_TOKENS, FieldError, escaped, name_problem, positive_int
@@ -24,6 +25,25 @@ PREVIOUS_HASH_ANNOTATION = "ai-appliance.io/previous-catalog-hash"
 CONSUMER_MARK = "ai-appliance.io/model-catalog-consumer"
 RUNTIME_LABEL = "appliance.magicstick.dev/runtime"
 ACTIVATION_LABEL = "appliance.magicstick.dev/modelactivation"
+
+
+@attrs.frozen
+class LabelMatch:
+    """Objects of a source carry label ``key`` = ``value``: the watch's label selector and the test a
+    parser and ``sources_of`` apply (trimmed and case-insensitive, as people write labels) in one place."""
+
+    key: str
+    value: str
+
+    @property
+    def selector(self) -> str:
+        return f"{self.key}={self.value}"
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        labels = raw.string_map(obj, "metadata", "labels")
+        return labels.get(self.key, "").strip().lower() == self.value
+
+
 APPINSTANCE_LABEL = "appliance.magicstick.dev/appinstance"
 PROVIDER_SECRET_LABEL = "appliance.magicstick.dev/model-provider-secret"
 PROVIDER_SECRET_PREFIX = "ai-model-provider-"
@@ -37,7 +57,7 @@ class Problem:
 
 @attrs.frozen
 class FieldWarning:
-    """An optional field that was unusable and dropped: the item is published without it (contracts A.8)."""
+    """An optional field that was unusable and dropped: the item is published without it (behaviour §5.2)."""
 
     field: str
     message: str

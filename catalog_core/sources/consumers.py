@@ -1,4 +1,4 @@
-"""Consumer pods and the workloads that own them — contracts A.6, C.6."""
+"""Consumer pods and the workloads that own them — behaviour §9, §9.2."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ ROLLABLE_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
 
 
 def is_consumer(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
-    """Contracts A.6: the consumer mark, or one of the known apps."""
+    """behaviour §9: the consumer mark, or one of the known apps."""
     if labels.get(CONSUMER_MARK) == "true" or annotations.get(CONSUMER_MARK) == "true":
         return True
     if labels.get("app") == "anything-llm":

@@ -1,7 +1,8 @@
-"""External model definitions: items of ``models.json`` (contracts A.2), shared by ModelActivations (A.3).
+"""External model definitions: items of ``models.json`` (behaviour §1.2), shared by ModelActivations
+(behaviour §1.3).
 
 Keys are read in the contract's order ("first wins"). Only whitelisted keys are
-copied, so user-supplied ``order`` and ``ai_appliance_*`` keys are dropped (B.2).
+copied, so user-supplied ``order`` and ``ai_appliance_*`` keys are dropped (behaviour §2.2).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def parse_definition(
     optional = OptionalFields()
 
     def text(*paths: tuple[str, ...], required: bool = True) -> str | None:
-        """A string field; a non-string is an error when the route needs it, else dropped (A.8)."""
+        """A string field; a non-string is an error when the route needs it, else dropped (behaviour §5.2)."""
         field, value = _first(item, *paths)
         if value is None:
             return None
@@ -148,7 +149,7 @@ def parse_definition(
     if api_base is not None and not _URL.match(api_base):
         problems.append((Reason.INVALID_FIELD, "apiBase must be an http(s) URL"))
     elif api_base is not None and not inline_keys_allowed and has_credentials(api_base):
-        # an inline credential by another name (C.8); the message never quotes the value
+        # an inline credential by another name (behaviour §1.5); the message never quotes the value
         problems.append(
             (
                 Reason.INLINE_KEY_REJECTED,
@@ -292,7 +293,8 @@ class ExternalModelsDocument:
         parsed = [
             parse_definition(entry, None, inline_keys_allowed=True, namespace=namespace) for entry in doc
         ]
-        # The last definition of a name wins, as today (A.8); each earlier one is reported, naming it.
+        # The last definition of a name wins, as today (behaviour §5.2); each earlier one is reported,
+        # naming it.
         last = {p.name: index for index, p in enumerate(parsed) if p.name != "?"}
         items: list[ExternalItem] = []
         for index, item in enumerate(parsed):

@@ -1,4 +1,4 @@
-"""FreeToken runtime Deployments and the Services that give their endpoints — contracts B.3."""
+"""FreeToken runtime Deployments and the Services that give their endpoints — behaviour §1.4."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from catalog_core.sources.common import (
     MAX_OUTPUT_ANNOTATION,
     RUNTIME_LABEL,
     FieldWarning,
+    LabelMatch,
     OptionalFields,
     Problem,
     checked_name,
@@ -26,6 +27,8 @@ from catalog_core.sources.common import (
 from catalog_core.values import compute_target_from_profile
 
 FREETOKEN = "freetoken"
+# A Deployment is a FreeToken runtime when labelled appliance.magicstick.dev/runtime=freetoken.
+RUNTIME_MATCH = LabelMatch(RUNTIME_LABEL, FREETOKEN)
 
 
 @attrs.frozen
@@ -47,11 +50,12 @@ class FreeTokenRuntime:
     warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
 
     @classmethod
-    def from_k8s(cls, obj: Mapping[str, Any]) -> FreeTokenRuntime | None:
-        """None when the Deployment is not a FreeToken runtime (label appliance.magicstick.dev/runtime)."""
+    def from_k8s(cls, obj: Mapping[str, Any], runtime: LabelMatch = RUNTIME_MATCH) -> FreeTokenRuntime | None:
+        """None when the Deployment is not a runtime of this kind (label appliance.magicstick.dev/runtime);
+        another runtime served the same way (a Deployment, a Service, /health) passes its own ``runtime``."""
         name = raw.name_of(obj)
         labels = raw.string_map(obj, "metadata", "labels")
-        if not name or labels.get(RUNTIME_LABEL, "").strip().lower() != FREETOKEN:
+        if not name or not runtime.matches(obj):
             return None
         name, problem = checked_name(name)
         activation = labels.get(ACTIVATION_LABEL, "").strip() or None
@@ -61,7 +65,15 @@ class FreeTokenRuntime:
         stub = unreadable(obj)
         if stub is not None:
             return cls(
-                name, raw.uid_of(obj), activation, None, False, stub.message, FREETOKEN, "cpu", problem=stub
+                name,
+                raw.uid_of(obj),
+                activation,
+                None,
+                False,
+                stub.message,
+                runtime.value,
+                "cpu",
+                problem=stub,
             )
         annotations = raw.string_map(obj, "metadata", "annotations")
         ready, why = _ready_gate(obj)
@@ -74,7 +86,7 @@ class FreeTokenRuntime:
             endpoint_annotation=(annotations.get(ENDPOINT_ANNOTATION) or "").strip() or None,
             ready=ready,
             not_ready_because=why,
-            engine=(annotations.get(ENGINE_ANNOTATION) or FREETOKEN).strip().lower(),
+            engine=(annotations.get(ENGINE_ANNOTATION) or runtime.value).strip().lower(),
             compute_target=target or _target_from_resources(obj),
             context_window=fields.limit(
                 annotations.get(CONTEXT_WINDOW_ANNOTATION), CONTEXT_WINDOW_ANNOTATION

@@ -1,4 +1,4 @@
-"""KubeAI ``Model`` (kubeai.org/v1) — contracts A.1, B.2, C.9."""
+"""KubeAI ``Model`` (kubeai.org/v1) — behaviour §1.1, §2.2, §11."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class KubeAIModel:
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> KubeAIModel | None:
-        """None for an object without a name (skipped, contracts A.1). Hot path: plain dict reads."""
+        """None for an object without a name (skipped, behaviour §1.1). Hot path: plain dict reads."""
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
         name = meta.get("name")
@@ -78,7 +78,7 @@ class KubeAIModel:
         context: int | None = None
         if CONTEXT_WINDOW_ANNOTATION in annotations:
             context = fields.limit(annotations[CONTEXT_WINDOW_ANNOTATION], CONTEXT_WINDOW_ANNOTATION)
-        if context is None:  # absent or unusable: --max-model-len applies, as today (A.1, A.8)
+        if context is None:  # absent or unusable: --max-model-len applies, as today (behaviour §1.1, §5.2)
             context = fields.limit(_flag_value(args, _FLAG), "--max-model-len")
         max_output = fields.limit(annotations.get(MAX_OUTPUT_ANNOTATION), MAX_OUTPUT_ANNOTATION)
         if MAX_NUM_SEQS_ANNOTATION in annotations:

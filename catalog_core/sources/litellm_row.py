@@ -1,4 +1,4 @@
-"""Rows of LiteLLM's ``GET /model/info`` — ownership (contracts B.1) and Mesh metadata (B.4).
+"""Rows of LiteLLM's ``GET /model/info`` — ownership (behaviour §3) and Mesh metadata (behaviour §6).
 
 Rows are reduced to a whitelist before they enter the core: credentials in
 ``litellm_params`` of rows we do not own (cloud keys, tokens) never get in.
@@ -26,9 +26,9 @@ from catalog_core.values import (
 )
 
 PARAM_KEYS = ("model", "api_base", "order", "api_version", "custom_llm_provider", "tpm", "rpm")
-# Where a row states its limits, first positive wins (contracts A.8). LiteLLM fills max_input_tokens and
+# Where a row states its limits, first positive wins (behaviour §5.2). LiteLLM fills max_input_tokens and
 # max_output_tokens from its own model map, so a known model has limits even when no source gave any.
-# Never max_tokens (C.9): LiteLLM uses it for the output limit of some models.
+# Never max_tokens (behaviour §11): LiteLLM uses it for the output limit of some models.
 CONTEXT_KEYS = ("max_input_tokens", "contextWindow", "context_window", "context_length", "max_context_length")
 OUTPUT_KEYS = ("max_output_tokens", "maxOutputTokens", "max_completion_tokens")
 INFO_KEYS = ("id", "source", "features", "mode", "team_public_model_name", *CONTEXT_KEYS, *OUTPUT_KEYS)
@@ -172,7 +172,8 @@ def _first_limit(info: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
 
 
 def _row_type(info: Mapping[str, Any], name: str) -> ModelType:
-    """Contracts A.8: the declared type, else the features (A.1 mapping), else an embedding name, else
+    """behaviour §5.2: the declared type, else the features (behaviour §1.1 mapping), else an embedding
+    name, else
     LiteLLM's mode, else chat."""
     declared = info.get("ai_appliance_type")
     if isinstance(declared, str):

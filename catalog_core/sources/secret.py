@@ -20,11 +20,11 @@ class SecretInfo:
     provider_label: bool
     keys: frozenset[str]
     fingerprints: tuple[tuple[str, str], ...]
-    service_account_token: bool = False  # never handed out, whatever its labels (contracts C.8)
+    service_account_token: bool = False  # never handed out, whatever its labels (behaviour §1.5)
 
     @property
     def allowed(self) -> bool:
-        """Contracts C.8: labelled model-provider-secret=true, or named ai-model-provider-*."""
+        """behaviour §1.5: labelled model-provider-secret=true, or named ai-model-provider-*."""
         return self.provider_label or self.name.startswith(PROVIDER_SECRET_PREFIX)
 
     def fingerprint(self, key: str) -> str:

@@ -71,7 +71,9 @@ async def test_embedded_in_a_host_task_group_with_host_fed_activations(kube_clie
         with anyio.fail_after(20):
             await catalog.wait_ready()
         view = await _until(catalog, lambda v: v.route("mistral"))
-        assert view.route("mistral")[0]["reason"] == "InlineKeyRejected"  # C.8, decided from a fed object
+        assert (
+            view.route("mistral")[0]["reason"] == "InlineKeyRejected"
+        )  # behaviour §1.5, decided from a fed object
         # A KubeAI Model appears in the API server and becomes ready: the catalog publishes it.
         model = b.kubeai_model("llama", ready=0)
         del model["status"]

@@ -86,7 +86,7 @@ def test_rejected_items_warn_but_succeed(example):
     assert routes["groq-llama"]["reason"] == "SecretNotAllowed"  # missing, or not on the allow-list
     assert "kubectl label secret -n ai groq-credentials" in routes["groq-llama"]["message"]
     assert "master key" in routes["borrowed-key"]["message"]
-    # tpm "lots" is dropped with a warning (contracts A.8); the missing Secret is what withholds it
+    # tpm "lots" is dropped with a warning (behaviour §5.2); the missing Secret is what withholds it
     assert [w["field"] for w in routes["groq-llama"]["warnings"]] == ["tpm"]
 
 

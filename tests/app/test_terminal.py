@@ -10,12 +10,12 @@ import pytest
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app import explain, replay
-from app.simulated_run import SimulatedShell
 from app.terminal import TerminalSafe, one_line, terminal_safe
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from tests.app.test_render import render
 from tests.core import builders as b
+from tests.simulation import SimulatedShell
 
 CSI = "\x1b["
 C1_CSI = "\x9b"  # a single-character CSI that some UTF-8 terminals obey

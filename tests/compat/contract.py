@@ -6,7 +6,7 @@ a test that compares our output with these catches a renamed key before an appli
 
 from __future__ import annotations
 
-# A.5, data keys of ConfigMap/ai-model-catalog ("| data key | content |" table).
+# behaviour §5.1, data keys of ConfigMap/ai-model-catalog ("| data key | content |" table).
 JSON_KEYS = (
     "catalog.json",
     "chat-models.json",
@@ -18,7 +18,7 @@ JSON_KEYS = (
     "paperclip-adapter-models.json",
 )
 DEFAULTS_ENV = "defaults.env"
-# A.5, "scalar keys (literal names)".
+# behaviour §5.1, "scalar keys (literal names)".
 SCALAR_KEYS = (
     "AI_APPLIANCE_MODEL_CATALOG_READY",
     "AI_APPLIANCE_MODEL_CATALOG_HASH",
@@ -26,11 +26,11 @@ SCALAR_KEYS = (
     "AI_APPLIANCE_DEFAULT_OPENCODE_MODEL",
     "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL",
 )
-# B.5: the extra key with one record per source item.
+# behaviour §7: the extra key with one record per source item.
 ROUTES_KEY = "routes.json"
 ALL_DATA_KEYS = frozenset((*JSON_KEYS, DEFAULTS_ENV, *SCALAR_KEYS, ROUTES_KEY))
 
-# A.5, defaults.env: "exactly these lines, in this order, then a trailing newline".
+# behaviour §5.1, defaults.env: "exactly these lines, in this order, then a trailing newline".
 DEFAULTS_ENV_NAMES = (
     "AI_APPLIANCE_MODEL_CATALOG_READY",
     "AI_APPLIANCE_MODEL_CATALOG_HASH",
@@ -42,7 +42,7 @@ DEFAULTS_ENV_NAMES = (
     "AI_APPLIANCE_EMBEDDING_MODEL_COUNT",
 )
 
-# A.5, catalog entry fields.
+# behaviour §5.1, catalog entry fields.
 ENTRY_FIELDS = frozenset(
     {
         "id",
@@ -58,18 +58,18 @@ ENTRY_FIELDS = frozenset(
     }
 )
 
-# A.5, literal values inside the agent fragments.
+# behaviour §5.1, literal values inside the agent fragments.
 OPENCLAW_API_KEY = "${LITELLM_API_KEY}"
 OPENCODE_API_KEY = "{env:OPENAI_API_KEY}"
 OPENCODE_NPM = "@ai-sdk/openai-compatible"
 HERMES_KEY_ENV = "OPENAI_API_KEY"
 
-# A.8, deployment names and the master key Secret.
+# behaviour §5.2, deployment names and the master key Secret.
 CONTROLLER_NAME = "ai-model-catalog-controller"
 MASTER_KEY_SECRET = "litellm-masterkey-secret"
 MASTER_KEY_KEY = "LITELLM_MASTER_KEY"
 CATALOG_HASH_ANNOTATION = "ai-appliance.io/catalog-hash"
 BOOTSTRAP_HASH = "bootstrap"
 
-# A.7, default base URLs (A.8: used without a trailing slash).
+# behaviour §10, default base URLs (behaviour §5.2: used without a trailing slash).
 LITELLM_API_BASE = "http://litellm.ai.svc.cluster.local:4000/v1"

@@ -1,7 +1,8 @@
 """What the previous controller leaves behind on an appliance, written from contracts Part A.
 
 An independent oracle (it does not call our renderer for anything a consumer reads): the LiteLLM rows of
-A.1/A.2 (``ai_appliance_managed: true``, no owner, today's ids) and the catalog ConfigMap of A.5 built
+behaviour §1.1 and §1.2 (``ai_appliance_managed: true``, no owner, today's ids) and the catalog
+ConfigMap of behaviour §5.1 built
 from every row LiteLLM reports, in today's format (entries without ``routes``, no ``routes.json``).
 """
 
@@ -18,7 +19,7 @@ LITELLM_API_BASE = "http://litellm.ai.svc.cluster.local:4000/v1"
 def kubeai_row(
     name: str, *, context: int | None = None, features: tuple[str, ...] = ("TextGeneration",)
 ) -> dict[str, Any]:
-    """A.1: a ready KubeAI Model's deployment, as today's controller writes it."""
+    """behaviour §1.1: a ready KubeAI Model's deployment, as today's controller writes it."""
     info: dict[str, Any] = {
         "id": f"ai-appliance-kubeai-{name}",
         "ai_appliance_managed": True,
@@ -34,7 +35,8 @@ def kubeai_row(
 
 
 def external_row(name: str, model: str, api_key: str, **limits: int) -> dict[str, Any]:
-    """A.2: an external definition (the key read from its Secret and written in clear, as today)."""
+    """behaviour §1.2: an external definition (the key read from its Secret and written in clear, as
+    today)."""
     info: dict[str, Any] = {
         "id": f"ai-appliance-external-{name}",
         "ai_appliance_managed": True,
@@ -61,7 +63,7 @@ def _first(info: dict[str, Any], keys: tuple[str, ...]) -> int | None:
 
 
 def _entry(row: dict[str, Any]) -> dict[str, Any]:
-    """A.5 entry of one /model/info row (A.8 limits and type)."""
+    """behaviour §5.1 entry of one /model/info row (behaviour §5.2 limits and type)."""
     name, info, params = row["model_name"], row.get("model_info") or {}, row.get("litellm_params") or {}
     kind = info.get("ai_appliance_type") or ("embedding" if "embedding" in name.lower() else "chat")
     entry: dict[str, Any] = {
@@ -89,8 +91,9 @@ def _pretty(value: Any) -> str:
 
 def catalog(rows: list[dict[str, Any]]) -> tuple[dict[str, str], str]:
     """(data, hash) of ConfigMap/ai-model-catalog as today's controller writes it for these rows, with the
-    default environment (A.7). Only the keys and the hash matter to the upgrade; the agent fragments follow
-    A.5 for chat models without limits beyond what the rows state."""
+    default environment (behaviour §10). Only the keys and the hash matter to the upgrade; the agent
+    fragments follow
+    behaviour §5.1 for chat models without limits beyond what the rows state."""
     models = sorted((_entry(r) for r in rows), key=lambda e: (e["type"], e["id"]))
     chat = [m for m in models if m["type"] == "chat"]
     embedding = [m for m in models if m["type"] == "embedding"]

@@ -1,5 +1,5 @@
 """Drop-in compatibility, offline: the catalog keys, the bootstrap placeholder and deploy/ names are the
-ones the appliance's consumers and manifests read (contracts A.5, A.8), compared with the contract's
+ones the appliance's consumers and manifests read (behaviour §5.1, §5.2), compared with the contract's
 literal text in ``tests/compat/contract.py`` — never with a golden file made from our own output."""
 
 from __future__ import annotations

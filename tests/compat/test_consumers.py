@@ -117,7 +117,7 @@ def test_every_referenced_key_exists_in_the_placeholder_and_in_the_written_catal
                     {
                         "models": [
                             {"name": "mct-chat", "model": "openai/mct-chat", "apiKey": "sk-compat-chat"},
-                            # a model LiteLLM knows: its limits come from LiteLLM's model map (A.8)
+                            # a model LiteLLM knows: its limits come from LiteLLM's model map (behaviour §5.2)
                             {"name": "mct-mini", "model": "openai/gpt-4o-mini", "apiKey": "sk-compat-mini"},
                             {
                                 "name": "mct-embed",

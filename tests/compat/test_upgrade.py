@@ -288,7 +288,7 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
         assert second.stop() == 0
 
         # downgrade: today's controller matches rows by model_name and deletes only managed rows it does not
-        # want (contracts A.4, C.3). Each of its models finds exactly one managed row of that name, with the
+        # want (behaviour §2.1, §3). Each of its models finds exactly one managed row of that name, with the
         # id it would keep; the Mesh and hand-made rows are not managed, so it leaves them alone.
         rows = litellm.rows()
         for name in ("mct-llama", "mct-gpt"):

@@ -1,4 +1,4 @@
-"""The routes.json schema names every reason code the core can write (contracts B.5): a reason added to
+"""The routes.json schema names every reason code the core can write (behaviour §7): a reason added to
 ``catalog_core.reasons`` without the schema (four were, by issue 12) would make valid output look invalid
 to anyone validating it."""
 

@@ -54,7 +54,7 @@ PROVIDER_LABELS = {"appliance.magicstick.dev/model-provider-secret": "true"}
 def secret(
     name: str, data: dict[str, str], *, labels: dict[str, str] | None = None, rv: str = "1"
 ) -> dict[str, Any]:
-    """A model-provider Secret (labelled, contracts C.8) unless ``labels`` says otherwise."""
+    """A model-provider Secret (labelled, behaviour §1.5) unless ``labels`` says otherwise."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -11,7 +11,8 @@ from catalog_core.events import Event, ObjectDeleted, ObjectUpserted, SourceKind
 from catalog_core.fold import step
 from catalog_core.plan import all_records
 from catalog_core.redact import redact_for_source
-from catalog_core.simulate import SimulatedWorld, converge
+from catalog_core.rules.health import FAILURES_TO_WITHDRAW
+from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
 from catalog_core.state import CatalogState, initial_state
 from contracts.kinds import sources_of
 from tests.core.builders import catalog_configmap
@@ -96,6 +97,18 @@ class Cluster:
         self.state, commands, self.now = converge(self.state, self.world, start=start, events=events)
         self.now += 1.0
         self.commands.extend(commands)
+        return commands
+
+    def settle_health(self) -> list[Command]:
+        """Run the clock on to the probes that settle every health gate (as ``render`` does): a runtime
+        that keeps failing reads HealthCheckFailed after its second failure, whatever the clock did before.
+        Two runs are comparable only once both are settled."""
+        commands: list[Command] = []
+        for _ in range(FAILURES_TO_WITHDRAW):
+            due = settling_probe_at(self.state)
+            if due is None:
+                break
+            commands.extend(self.run(Ticked(max(self.now, due))))
         return commands
 
     def feed(self, *events: Event) -> None:

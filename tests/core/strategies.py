@@ -106,7 +106,7 @@ def secrets() -> list[dict[str, Any]]:
         b.secret("ai-model-provider-m", {"apiKey": CANARY + "-m"}),
         b.secret("labelled", {"apiKey": CANARY + "-l"}, labels=labels),
         b.secret("unlabelled", {"apiKey": CANARY + "-u"}, labels={}),
-        # the master key Secret, labelled by mistake: still never handed out (contracts C.8)
+        # the master key Secret, labelled by mistake: still never handed out (behaviour §1.5)
         b.secret("litellm-masterkey-secret", {"apiKey": CANARY + "-master"}),
     ]
 

@@ -1,4 +1,4 @@
-"""Contracts A.7: names and defaults; invalid values are one clear error."""
+"""behaviour §10: names and defaults; invalid values are one clear error."""
 
 import pytest
 

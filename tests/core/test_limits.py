@@ -1,4 +1,4 @@
-"""Contracts A.5 limits, with the contract's worked examples."""
+"""behaviour §5.1 limits, with the contract's worked examples."""
 
 import pytest
 

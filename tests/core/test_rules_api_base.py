@@ -1,5 +1,5 @@
 """Issue 12 (low): credentials in an apiBase. ``user:password@``, a query (``?api-key=...``) and a fragment
-never reach the catalog ConfigMap; a ModelActivation may not carry them at all (contracts C.8: inline
+never reach the catalog ConfigMap; a ModelActivation may not carry them at all (behaviour §1.5: inline
 credentials in ModelActivations are rejected)."""
 
 from __future__ import annotations

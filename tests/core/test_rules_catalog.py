@@ -1,4 +1,5 @@
-"""The generated ConfigMap (contracts A.5), Mesh awareness (B.4), routes.json (B.5), types (C.9)."""
+"""The generated ConfigMap (behaviour §5.1), Mesh awareness (behaviour §6), routes.json (behaviour §7),
+types (behaviour §11)."""
 
 import json
 
@@ -8,7 +9,7 @@ from catalog_core.jsonval import canonical, short_hash
 from tests.core import builders as b
 from tests.core.harness import Cluster
 
-# Literal key names from contracts A.5 (consumers read them by name); only READY, HASH have MODEL_CATALOG_.
+# Literal key names from behaviour §5.1 (consumers read them by name); only READY, HASH have MODEL_CATALOG_.
 
 
 def _cluster(**env):
@@ -182,7 +183,7 @@ def test_routes_json_changes_never_change_the_hash():
     assert c.catalog()["hash"] == before
 
 
-# --- Private Mesh awareness (B.4)
+# --- Private Mesh awareness (behaviour §6)
 MESH_FALLBACK = b.row(
     "llama", "mesh-llama", owner="private-mesh", order=1, api_base="http://mesh/v1", max_input_tokens=4096
 )
@@ -288,7 +289,7 @@ def test_a_catalog_that_outgrows_one_configmap_is_not_written_and_the_last_one_s
     assert len(c.model_ids()) == 10
 
 
-# --- compatibility with today's controller (contracts A.8, issue 11)
+# --- compatibility with today's controller (behaviour §5.2, issue 11)
 GPT_4O_MINI = {"name": "gpt-4o-mini", "model": "openai/gpt-4o-mini", "apiKey": "sk-x"}
 LITELLM_MODEL_MAP = {"openai/gpt-4o-mini": {"max_input_tokens": 128000, "max_output_tokens": 16384}}
 
@@ -327,7 +328,7 @@ def test_foreign_rows_limits_from_every_key_the_contract_names():
     )
     assert (c.entry("hand")["contextWindow"], c.entry("hand")["maxOutputTokens"]) == (65536, 2048)
     assert (c.entry("other")["contextWindow"], c.entry("other")["maxOutputTokens"]) == (4096, 1024)
-    assert "contextWindow" not in c.entry("tokens-only")  # never max_tokens (C.9)
+    assert "contextWindow" not in c.entry("tokens-only")  # never max_tokens (behaviour §11)
 
 
 def test_foreign_rows_are_typed_like_today():

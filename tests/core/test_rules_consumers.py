@@ -1,4 +1,4 @@
-"""AgentTemplates (contracts A.6, C.7) and consumer rollouts (C.6)."""
+"""AgentTemplates (behaviour §9, §9.1) and consumer rollouts (behaviour §9.2)."""
 
 import json
 
@@ -37,7 +37,7 @@ def test_models_replaced_exactly_and_a_chosen_model_kept():
         "qwen": {"name": "qwen", "limit": {"context": 131072, "output": 8192}},
     }
     assert config["provider"]["litellm"]["npm"] == "@ai-sdk/openai-compatible"  # foreign keys untouched
-    assert config["model"] == "litellm/qwen"  # in the catalog: kept (C.7)
+    assert config["model"] == "litellm/qwen"  # in the catalog: kept (behaviour §9.1)
     assert config["small_model"] == "litellm/llama"  # not in the catalog: the default chat model
     patch = next(x for x in c.commands if isinstance(x, PatchAgentTemplate))
     assert patch.patch.value()["metadata"] == {"resourceVersion": "1"}  # guarded by resourceVersion
@@ -152,7 +152,7 @@ def test_pod_started_on_the_current_catalog_is_not_evicted():
 
 
 def test_rollout_is_level_triggered_after_a_lost_restart():
-    """C.6: a crash between the catalog write and the rollout must not lose the restart."""
+    """behaviour §9.2: a crash between the catalog write and the rollout must not lose the restart."""
     c = Cluster()
     c.start(b.kubeai_model("llama"))
     written = c.world.catalog

@@ -1,4 +1,5 @@
-"""External models from the ConfigMap (A.2) and ModelActivations (A.3, C.8); per-item isolation (C.4)."""
+"""External models from the ConfigMap (behaviour §1.2) and ModelActivations (behaviour §1.3, §1.5);
+per-item isolation (behaviour §8)."""
 
 from catalog_core.commands import SecretKey, UpdateLiteLLMModel
 from tests.core import builders as b
@@ -18,7 +19,7 @@ def test_external_model_published_with_a_secret_reference():
     assert body["litellm_params"] == {"model": "openai/gpt-4o"}  # the simulator never sees the key value
     assert body["model_info"]["ai_appliance_source"] == "external"
     assert body["model_info"]["max_input_tokens"] == 128000
-    assert "order" not in body["litellm_params"]  # external routes get no order (B.2)
+    assert "order" not in body["litellm_params"]  # external routes get no order (behaviour §2.2)
     create = c.commands[1]
     assert isinstance(create.api_key, SecretKey)
     assert (create.api_key.name, create.api_key.key) == ("openai", "apiKey")
@@ -89,7 +90,7 @@ def test_item_problem_keeps_that_items_last_good_route():
 
 
 def test_an_unusable_optional_field_publishes_the_model_with_a_warning():
-    """Contracts A.8 (issue 11, item 5): contextWindow 0 / "4k" / 8192.5 never withholds a model."""
+    """behaviour §5.2 (issue 11, item 5): contextWindow 0 / "4k" / 8192.5 never withholds a model."""
     c = Cluster()
     c.start(
         b.external_configmap(
@@ -123,7 +124,7 @@ def test_an_unusable_optional_field_publishes_the_model_with_a_warning():
 
 
 def test_duplicate_names_last_definition_wins_and_the_earlier_is_a_conflict():
-    """Contracts A.8 (issue 11, item 6): as today's controller, the last definition wins."""
+    """behaviour §5.2 (issue 11, item 6): as today's controller, the last definition wins."""
     c = Cluster()
     c.start(
         b.external_configmap(

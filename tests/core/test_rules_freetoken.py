@@ -1,4 +1,4 @@
-"""FreeToken runtimes (contracts B.3): ready gate, health gate, trusted endpoints."""
+"""FreeToken runtimes (behaviour §1.4): ready gate, health gate, trusted endpoints."""
 
 from catalog_core.commands import ProbeRuntime
 from catalog_core.events import RuntimeProbed, Ticked

@@ -187,7 +187,8 @@ def test_upgrade_an_external_model_whose_secret_is_not_labelled_is_withheld_unti
 
 
 def test_removing_the_label_is_reported_and_stops_new_uses():
-    """A label-selected watch sees a label removed as the Secret deleted: the last good route stays (C.4),
+    """A label-selected watch sees a label removed as the Secret deleted: the last good route stays
+    (behaviour §8),
     the record says SecretNotAllowed with how to allow it, and no other item can start using it."""
     ref = {"name": "openai", "key": "apiKey"}
     c = Cluster()

@@ -1,4 +1,4 @@
-"""KubeAI routes (contracts A.1, B.2) and spec-hash write discipline (C.2)."""
+"""KubeAI routes (behaviour §1.1, §2.2) and spec-hash write discipline (behaviour §2.3)."""
 
 from catalog_core.commands import CreateLiteLLMModel, DeleteLiteLLMModel, UpdateLiteLLMModel, WriteCatalog
 from catalog_core.events import SourceKind, SourceUnavailable, Unavailability
@@ -123,7 +123,7 @@ def test_forbidden_source_keeps_its_last_good_value():
 
 
 def test_unparsable_annotation_is_dropped_and_max_model_len_applies():
-    """Contracts A.8: the model stays published; the unusable annotation gives way to --max-model-len."""
+    """behaviour §5.2: the model stays published; the unusable annotation gives way to --max-model-len."""
     c = Cluster()
     c.start(b.kubeai_model("llama", annotations={"ai-appliance.io/context-window": "8192"}))
     c.apply(

@@ -1,4 +1,4 @@
-"""Ownership by id and owner, never by name (contracts B.1); one owned route per name."""
+"""Ownership by id and owner, never by name (behaviour §3); one owned route per name."""
 
 from catalog_core.commands import DeleteLiteLLMModel, UpdateLiteLLMModel
 from tests.core import builders as b

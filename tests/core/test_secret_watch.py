@@ -1,4 +1,4 @@
-"""Which Secrets the core asks the shell to read, and how (issue 12 items 2 and 5; contracts C.8).
+"""Which Secrets the core asks the shell to read, and how (issue 12 items 2 and 5; behaviour §1.5).
 
 Every referenced Secret is asked for once: by name when its name allows it (``ai-model-provider-*``, it
 need not be labelled), else under the label (the shell's one label-selected watch covers it). The Secret

@@ -1,4 +1,5 @@
-"""Named constructors: raw objects in, typed values or typed problems out (A.1-A.3, B.3, C.8, C.9)."""
+"""Named constructors: raw objects in, typed values or typed problems out (behaviour §1.1, §1.2, §1.3,
+§1.4, §1.5, §11)."""
 
 import json
 
@@ -18,7 +19,7 @@ from catalog_core.values import ModelType
 from tests.core import builders as b
 
 
-# --- KubeAI (A.1, C.9)
+# --- KubeAI (behaviour §1.1, §11)
 @pytest.mark.parametrize(
     ("features", "name", "expected"),
     [
@@ -73,7 +74,7 @@ def test_kubeai_absurd_max_model_len_is_dropped_with_a_warning():
 
 @pytest.mark.parametrize("bad", ["4k", "0", "8192.5", "-1", ""])
 def test_kubeai_unparsable_context_annotation_falls_back_to_max_model_len(bad):
-    """Contracts A.8: a context annotation that does not parse is dropped; --max-model-len applies."""
+    """behaviour §5.2: a context annotation that does not parse is dropped; --max-model-len applies."""
     m = KubeAIModel.from_k8s(
         b.kubeai_model(
             "m", annotations={"ai-appliance.io/context-window": bad}, args=["--max-model-len", "20000"]
@@ -94,7 +95,8 @@ def test_kubeai_scheduler_facts():
     bad = KubeAIModel.from_k8s(
         b.kubeai_model("m", profile="nvidia-gpu-l4:1", annotations={"ai-appliance.io/compute-target": "tpu"})
     )
-    # an unknown compute target is dropped (the resource profile decides), never a withheld model (A.8)
+    # an unknown compute target is dropped (the resource profile decides), never a withheld model
+    # (behaviour §5.2)
     assert bad.problem is None and bad.compute_target == "nvidia-gpu"
     assert [w.field for w in bad.warnings] == ["ai-appliance.io/compute-target"]
 
@@ -111,7 +113,7 @@ def test_kubeai_without_name_is_skipped():
     assert KubeAIModel.from_k8s(obj) is None
 
 
-# --- models.json (A.2)
+# --- models.json (behaviour §1.2)
 def _doc(items, **kw):
     return ExternalModelsDocument.from_configmap(b.external_configmap(items, **kw), "ai")
 
@@ -183,7 +185,7 @@ def test_external_invalid_json_survives_redaction():
 def test_external_nested_too_deeply_is_invalid_json_not_an_exception(depth):
     """Regression (fault suite): a few KB of brackets in models.json raised RecursionError out of the
     redaction and the parse: the source restarted forever and, after a restart, never listed, so the
-    controller published nothing at all (contracts C.4)."""
+    controller published nothing at all (behaviour §8)."""
     text = '{"models": ' + "[" * depth + "]" * depth + "}"
     red = redact_configmap(b.external_configmap(None, raw_text=text), "models.json")
     assert red.secrets == {}
@@ -227,7 +229,7 @@ def test_external_item_problems(item, reason):
     ],
 )
 def test_external_unusable_optional_field_is_dropped_with_a_warning(fields, dropped):
-    """Contracts A.8: the item is published without the field; only required fields make it an error."""
+    """behaviour §5.2: the item is published without the field; only required fields make it an error."""
     (parsed,) = _doc([{"name": "a", "model": "x/y", **fields}]).items
     assert parsed.problem is None
     assert parsed.model is not None
@@ -242,7 +244,7 @@ def test_external_nulls_mean_absent():
 
 
 def test_external_duplicate_names_the_last_definition_wins():
-    """Contracts A.8: as today, the last definition wins; each earlier one is reported, naming it."""
+    """behaviour §5.2: as today, the last definition wins; each earlier one is reported, naming it."""
     doc = _doc([{"name": "a", "model": "x/1"}, {"name": "b", "model": "x/b"}, {"name": "a", "model": "x/2"}])
     winner = next(i for i in doc.items if i.name == "a")
     assert winner.model.litellm_model == "x/2"
@@ -265,7 +267,7 @@ def test_external_keys_secret_ref_then_inline():
     assert list(red.secrets.values()) == ["sk-1"]
 
 
-# --- ModelActivation (A.3, C.8)
+# --- ModelActivation (behaviour §1.3, §1.5)
 def test_activation_external_reads_a2_rules_with_metadata_name():
     act = ModelActivation.from_k8s(
         b.activation(
@@ -306,7 +308,7 @@ def test_activation_states():
     assert local.problem is None
 
 
-# --- FreeToken (B.3)
+# --- FreeToken (behaviour §1.4)
 @pytest.mark.parametrize(
     ("kwargs", "ready"),
     [
@@ -356,7 +358,7 @@ def test_secret_last_applied_annotation_is_dropped():
     assert "annotations" not in redact_secret(obj).obj["metadata"]
 
 
-# --- LiteLLM rows (B.1, B.4)
+# --- LiteLLM rows (behaviour §3, §6)
 def test_row_ownership():
     assert LiteLLMRow.from_info(b.row("a", "x", owner="model-catalog")).ours
     assert LiteLLMRow.from_info(b.row("a", "ai-appliance-kubeai-a", managed=True)).ours  # legacy

@@ -1,10 +1,11 @@
-"""Contracts notation and A.4 ids."""
+"""Contracts notation and behaviour §2.1 ids."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catalog_core.values import FieldError, Source, logical_name, positive_int, route_id, slug
+from catalog_core.registry import route_id
+from catalog_core.values import FieldError, Source, logical_name, positive_int, slug
 
 
 @pytest.mark.parametrize(

@@ -115,7 +115,7 @@ def activation(name: str, secret: str) -> dict[str, Any]:
 
 
 def secret(name: str, value: str) -> dict[str, Any]:
-    """A model-provider Secret: labelled, as every Secret a model may use must be (contracts C.8)."""
+    """A model-provider Secret: labelled, as every Secret a model may use must be (behaviour §1.5)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -196,7 +196,12 @@ def test_the_controller_end_to_end(world: Any) -> None:
     try:
         leader.wait_ready()
         wait_for(leader.leading, 20, what="replica-a to lead")
-        assert cluster.catalog()["AI_APPLIANCE_MODEL_CATALOG_READY"] == "true"  # the placeholder is replaced
+        # the placeholder is replaced: ready (sources read, LiteLLM observed) comes before the first write
+        wait_for(
+            lambda: cluster.catalog()["AI_APPLIANCE_MODEL_CATALOG_READY"] == "true",
+            20,
+            what="the first catalog",
+        )
 
         # 1. KubeAI Models: created (not ready) -> withheld; ready -> published; unready -> withdrawn; deleted
         cluster.apply(model("llama", args=["--max-model-len=8192"]), model("qwen"))

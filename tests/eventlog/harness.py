@@ -10,7 +10,6 @@ import attrs
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app.replay import Replayer, Step
-from app.simulated_run import SimulatedShell
 from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
@@ -26,6 +25,7 @@ from catalog_core.events import (
 from catalog_core.fold import Transition
 from catalog_core.state import CatalogState
 from tests.eventlog import strategies as gen
+from tests.simulation import SimulatedShell
 
 START = 1_767_225_600.0
 CRDS = (SourceKind.KUBEAI_MODELS, SourceKind.MODEL_ACTIVATIONS, SourceKind.AGENT_TEMPLATES)

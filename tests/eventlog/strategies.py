@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from catalog_core.events import Outcome, SourceKind, Unavailability
+from tests.core import builders as b
 
 NS = "ai"
 MODELS = ("llama-3.1-8b", "qwen2.5-coder-7b", "nomic-embed-text", "gpt-4o", "phi-4-mini", "whisper-small")
@@ -192,16 +193,7 @@ def freetoken_deployment(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-def service(name: str, port: int = 8080) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": NS, "uid": f"uid-svc-{name}"},
-        "spec": {"ports": [{"name": "http", "port": port}]},
-    }
-
-
-services = st.builds(service, st.sampled_from(RUNTIMES), st.sampled_from([8080, 8000]))
+services = st.builds(b.service, st.sampled_from(RUNTIMES), st.sampled_from([8080, 8000]))
 
 
 @st.composite
@@ -313,7 +305,7 @@ def scenario(draw: st.DrawFn) -> dict[str, Any]:
         "external": draw(st.lists(external_configmap(), max_size=1)),
         "activations": activations,
         "runtimes": runtimes,
-        "services": draw(st.lists(services, max_size=1)) + [service(r["metadata"]["name"]) for r in served],
+        "services": draw(st.lists(services, max_size=1)) + [b.service(r["metadata"]["name"]) for r in served],
         "secrets": draw(st.lists(secret(), max_size=3)),
         "rows": draw(st.lists(litellm_row(), max_size=4)),
         "healthy": draw(st.frozensets(st.sampled_from(RUNTIMES))),

@@ -17,13 +17,13 @@ import pytest
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app import replay
-from app.simulated_run import BusyAppliance, SimulatedShell
 from catalog_core.config import CatalogConfig
 from catalog_core.events import ObjectUpserted, SourceKind
 from catalog_core.fold import step
 from contracts import eventlog as wire
 from tests.eventlog.harness import START, steps
 from tests.eventlog.same import differences
+from tests.simulation import BusyAppliance, SimulatedShell
 
 CONFIG = CatalogConfig()
 

@@ -13,7 +13,6 @@ import pytest
 from adapters.eventlog.guard import guard
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app import explain, replay
-from app.simulated_run import SimulatedShell
 from catalog_core.config import CatalogConfig
 from catalog_core.events import LiteLLMRowsObserved, ObjectUpserted, SourceKind, SourceListed
 from catalog_core.redact import (
@@ -24,6 +23,7 @@ from catalog_core.redact import (
     redacted_fingerprint,
 )
 from tests.eventlog.harness import START
+from tests.simulation import SimulatedShell
 
 CANARY = "sk-canary-7f3d9a1e5b2c4d6f8a0b1c2d"
 CANARY_INLINE = "sk-inline-canary-0123456789abcdef"

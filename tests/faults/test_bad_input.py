@@ -64,7 +64,7 @@ def baseline() -> Cluster:
         b.kubeai_model("good-kube", args=["--max-model-len=8192"]),
         b.external_configmap([GOOD_EXT]),
         b.secret("ai-model-provider-acme", {"k": CANARY}, labels=PROVIDER),
-        # the master key Secret, labelled by mistake: still never handed out (contracts C.8)
+        # the master key Secret, labelled by mistake: still never handed out (behaviour §1.5)
         b.secret("litellm-masterkey-secret", {"k": MASTER}, labels=PROVIDER),
         b.secret("plain-secret", {"k": CANARY}, labels={}),
         b.activation("good-act", external={"model": "openai/good-act", "apiKeySecretRef": ACME}),
@@ -133,7 +133,7 @@ class Case:
     name: str
     state: str
     reason: str
-    before: Callable[[Cluster], Any] | None = None  # a good version first: its route must stay (C.4)
+    before: Callable[[Cluster], Any] | None = None  # a good version first: its route must stay (behaviour §8)
     good: tuple[str, ...] = tuple(GOOD)
     check: Callable[[Cluster], Any] | None = None
 
@@ -149,7 +149,7 @@ def _published_with(field: str, value: Any, name: str) -> Callable[[Cluster], An
 def _dropped(
     field: str, name: str, entry_field: str | None = None, source: str = "external"
 ) -> Callable[[Cluster], Any]:
-    """Contracts A.8: published without the unusable optional field; routes.json and one Event say so."""
+    """behaviour §5.2: published without the unusable optional field; routes.json and one Event say so."""
 
     def check(c: Cluster) -> None:
         record = c.record(name, source)
@@ -480,7 +480,7 @@ CASES = [
         "the same name twice in models.json",
         ext({"name": "dup", "model": "openai/a"}, {"name": "dup", "model": "openai/b"}),
         "external",
-        "dup (models.json[1])",  # the earlier one: the last definition wins, as today (A.8)
+        "dup (models.json[1])",  # the earlier one: the last definition wins, as today (behaviour §5.2)
         "conflict",
         "DuplicateName",
         check=lambda c: c.entry("dup")["litellm"]["model"] == "openai/b" or pytest.fail("not the last"),

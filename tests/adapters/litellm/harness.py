@@ -76,7 +76,7 @@ PROVIDER_LABELS = {"appliance.magicstick.dev/model-provider-secret": "true"}
 def secret_object(
     name: str, data: Mapping[str, str], labels: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """A model-provider Secret (labelled, contracts C.8) unless ``labels`` says otherwise."""
+    """A model-provider Secret (labelled, behaviour §1.5) unless ``labels`` says otherwise."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -132,7 +132,7 @@ class Harness:
         return name
 
     def add_activation(self, suffix: str, **external: Any) -> str:
-        """An external ModelActivation (contracts A.3)."""
+        """An external ModelActivation (behaviour §1.3)."""
         name = self.peer.name(suffix)
         self.activations[name] = {
             "apiVersion": "appliance.magicstick.dev/v1alpha1",

@@ -13,6 +13,7 @@ from adapters.litellm.client import Answer, LiteLLMClient
 from adapters.litellm.observer import no_models_loaded
 from catalog_core.commands import LiteralKey
 from catalog_core.config import CatalogConfig
+from catalog_core.registry import BY_SOURCE
 from catalog_core.rules.litellm_plan import needs_recreate, row_matches
 from catalog_core.rules.routes import external_route, kubeai_route
 from catalog_core.sources.external import ExternalModel
@@ -150,8 +151,8 @@ async def test_the_cores_routes_read_back_as_matching(peer: Peer) -> None:
         enabled=True,
     )
     routes = [
-        kubeai_route(kubeai, f"kubeai/{kubeai.name}", config),
-        external_route(external, f"external/{external.name}", Source.EXTERNAL, LiteralKey("none")),
+        kubeai_route(kubeai, f"kubeai/{kubeai.name}", BY_SOURCE[Source.KUBEAI], config),
+        external_route(external, f"external/{external.name}", BY_SOURCE[Source.EXTERNAL], LiteralKey("none")),
     ]
     for route in routes:
         await created(

@@ -17,7 +17,8 @@ from catalog_core.events import Outcome
 from catalog_core.jsonval import Json
 from catalog_core.plan import all_records
 from catalog_core.reasons import Reason
-from catalog_core.values import Source, route_id
+from catalog_core.registry import route_id
+from catalog_core.values import Source
 from tests.adapters.litellm.conftest import Peer
 from tests.adapters.litellm.harness import Harness
 

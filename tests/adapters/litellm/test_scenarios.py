@@ -20,8 +20,9 @@ from catalog_core.commands import (
 )
 from catalog_core.events import LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
 from catalog_core.reasons import Reason
+from catalog_core.registry import route_id
 from catalog_core.sources.litellm_row import whitelist_row
-from catalog_core.values import Source, route_id
+from catalog_core.values import Source
 from tests.adapters.litellm.conftest import Peer
 from tests.adapters.litellm.harness import Harness
 

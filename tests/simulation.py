@@ -1,4 +1,6 @@
-"""A simulated shell that records what it does: the real fold and recorder, the core's simulated world.
+"""Testing: a simulated shell that records what it does (the real fold and recorder, the core's simulated
+world) and a busy appliance to drive it. Test and benchmark scaffolding, kept out of the product packages;
+its objects come from the one set of builders, ``tests/core/builders.py``.
 
 It plays the controller's part without a cluster: raw objects are redacted as
 the adapters redact them (secret values go to a vault, never into events), each
@@ -43,6 +45,7 @@ from catalog_core.fold import Transition
 from catalog_core.redact import redact_for_source
 from catalog_core.simulate import SimulatedWorld
 from catalog_core.state import CatalogState, initial_state
+from tests.core import builders as b
 
 
 class SimulatedShell:
@@ -136,30 +139,28 @@ class SimulatedShell:
 
 # --- a busy appliance ------------------------------------------------------------------------------
 
-NS = "ai"
 FEATURES = (["TextGeneration"], ["TextEmbedding"], ["TextGeneration"], ["Reranking"], ["SpeechToText"])
 
 
+def _at(obj: dict[str, Any], rv: int, uid: str | None = None) -> dict[str, Any]:
+    """``obj`` at resourceVersion ``rv`` (the busy appliance's objects change version as they change)."""
+    obj["metadata"]["resourceVersion"] = str(rv)
+    if uid is not None:
+        obj["metadata"]["uid"] = uid
+    return obj
+
+
 def kubeai_model(i: int, ready: bool, rv: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeai.org/v1",
-        "kind": "Model",
-        "metadata": {
-            "name": f"model-{i:02d}",
-            "namespace": NS,
-            "uid": f"00000000-0000-4000-8000-{i:012d}",
-            "resourceVersion": str(rv),
-            "annotations": {"ai-appliance.io/max-output-tokens": str(1024 * (1 + i % 8))},
-        },
-        "spec": {
-            "features": FEATURES[i % len(FEATURES)],
-            "engine": "VLLM" if i % 3 else "OLlama",
-            "url": f"hf://example/model-{i:02d}",
-            "resourceProfile": ("nvidia-gpu-l4:1", "cpu:2", "amd-gpu-mi210:1")[i % 3],
-            "args": [f"--max-model-len={4096 * (1 + i % 8)}", "--max-num-seqs=16"],
-        },
-        "status": {"replicas": {"all": 1, "ready": 1 if ready else 0}},
-    }
+    model = b.kubeai_model(
+        f"model-{i:02d}",
+        ready=1 if ready else 0,
+        features=list(FEATURES[i % len(FEATURES)]),
+        args=[f"--max-model-len={4096 * (1 + i % 8)}", "--max-num-seqs=16"],
+        annotations={"ai-appliance.io/max-output-tokens": str(1024 * (1 + i % 8))},
+        engine="VLLM" if i % 3 else "OLlama",
+        profile=("nvidia-gpu-l4:1", "cpu:2", "amd-gpu-mi210:1")[i % 3],
+    )
+    return _at(model, rv, uid=f"00000000-0000-4000-8000-{i:012d}")
 
 
 def external_configmap(version: int, broken: bool) -> dict[str, Any]:
@@ -175,92 +176,40 @@ def external_configmap(version: int, broken: bool) -> dict[str, Any]:
     text = json.dumps({"models": models}, indent=2)
     if broken:
         text = text.replace("},\n    {", "}\n    {", 1)
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "ai-external-models",
-            "namespace": NS,
-            "uid": "cm-ext",
-            "resourceVersion": str(version),
-        },
-        "data": {"models.json": text},
-    }
+    return _at(b.external_configmap(None, raw_text=text), version, uid="cm-ext")
 
 
 def secret() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": "openai-credentials",
-            "namespace": NS,
-            "uid": "sec-openai",
-            "resourceVersion": "1",
-        },
-        "data": {"apiKey": "c2stYmVuY2gtbm90LWEtcmVhbC1rZXk="},
-    }
+    # not labelled as a provider Secret: the external models' references are refused (SecretNotAllowed)
+    return b.secret("openai-credentials", {"apiKey": "sk-bench-not-a-real-key"}, labels={})
 
 
 def activation(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "appliance.magicstick.dev/v1alpha1",
-        "kind": "ModelActivation",
-        "metadata": {"name": f"ft-{i}", "namespace": "ai-system", "uid": f"act-{i}"},
-        "spec": {"type": "local", "engine": "freetoken", "modelType": "chat"},
-    }
+    return b.activation(f"ft-{i}", kind="local", model_type="chat")
 
 
 def runtime(i: int, rv: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": f"ft-{i}-runtime",
-            "namespace": NS,
-            "uid": f"dep-ft-{i}",
-            "generation": 1,
-            "resourceVersion": str(rv),
-            "labels": {
-                "appliance.magicstick.dev/runtime": "freetoken",
-                "appliance.magicstick.dev/modelactivation": f"ft-{i}",
-            },
-            "annotations": {"ai-appliance.io/context-window": "16384"},
-        },
-        "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "rt", "image": "x"}]}}},
-        "status": {
-            "observedGeneration": 1,
-            "readyReplicas": 1,
-            "conditions": [{"type": "Available", "status": "True"}],
-        },
-    }
+    deployment = b.freetoken_deployment(
+        f"ft-{i}-runtime", activation_name=f"ft-{i}", annotations={"ai-appliance.io/context-window": "16384"}
+    )
+    return _at(deployment, rv)
 
 
 def service(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": f"ft-{i}-runtime", "namespace": NS, "uid": f"svc-{i}"},
-        "spec": {"ports": [{"name": "http", "port": 8080}]},
-    }
+    return b.service(f"ft-{i}-runtime")
 
 
 def mesh_row(i: int) -> dict[str, Any]:
     name = f"model-{i:02d}"
-    return {
-        "model_name": name,
-        "litellm_params": {
-            "model": f"openai/{name}",
-            "api_base": "http://mesh-bridge.ai.svc:8080/v1",
-            "order": 1,
-        },
-        "model_info": {
-            "id": f"private-mesh-{name}-peer",
-            "ai_appliance_owner": "private-mesh",
-            "ai_appliance_logical_name": name,
-            "ai_appliance_scheduler": {"locality": "mesh"},
-        },
-    }
+    return b.row(
+        name,
+        f"private-mesh-{name}-peer",
+        owner="private-mesh",
+        order=1,
+        api_base="http://mesh-bridge.ai.svc:8080/v1",
+        ai_appliance_logical_name=name,
+        ai_appliance_scheduler={"locality": "mesh"},
+    )
 
 
 class BusyAppliance:

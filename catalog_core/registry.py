@@ -1,0 +1,230 @@
+"""The route sources: everything the fold, the planner and the tools need to know about each, in one place.
+
+A route source turns the items of one Kubernetes source into claims to a LiteLLM route (KubeAI Models,
+the models.json document, external ModelActivations, FreeToken runtimes). Each is one ``SourceSpec``
+below; the rest of the system reads this registry and names no concrete source. A source missing from
+it, or a spec inconsistent with the others, fails at import (``check``), never at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from catalog_core.commands import ObjectRef
+from catalog_core.events import CATALOG_SOURCES, SourceKind
+from catalog_core.keys import ItemKey
+from catalog_core.rules import candidates as claims
+from catalog_core.sources.common import Problem
+from catalog_core.state import Candidate, CatalogState
+from catalog_core.values import ID_PREFIX, Source, slug
+
+Claim = Callable[[CatalogState, "SourceSpec", ItemKey], Candidate | None]
+WarningTarget = Callable[[CatalogState, ItemKey, str], ObjectRef | None]
+PublishedName = Callable[[CatalogState, "SourceSpec", ItemKey], str | None]
+
+
+@attrs.frozen
+class SourceSpec:
+    source: Source  # the routes.json ``source`` of its records
+    item_prefix: str  # its item keys are ``<item_prefix>/<name>``
+    kind: SourceKind  # the Kubernetes source whose objects are its items
+    rank: int  # one owned route per name: the higher rank wins (behaviour §3); a tie goes to the item key
+    id_family: str  # its rows' ids are ``ai-appliance-<id_family>-<slug>``; also model_info.source
+    health_gated: bool  # published only once its endpoint answers GET /health (behaviour §4)
+    claim: Claim  # the item's claim to a route, or the reason it has none; None when it does not exist
+    warning_target: WarningTarget  # the object a Warning Event about the item is on (state, key, uid)
+    # the model name an item would publish under, known before (or without) a claim; for ``explain``
+    published_name: PublishedName = lambda state, spec, key: key.name
+    # for items read from one document (its warning target): that document's problem, if unreadable
+    document_problem: Callable[[CatalogState], Problem | None] | None = None
+
+    def item(self, name: str) -> ItemKey:
+        return ItemKey(self.item_prefix, name)
+
+    def route_id(self, model_name: str) -> str:
+        return f"{ID_PREFIX}{self.id_family}-{slug(model_name)}"
+
+    def health_key(self, item: ItemKey) -> str:
+        return health_key(item)
+
+
+def _kubeai_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
+    return ObjectRef("kubeai.org/v1", "Model", state.config.namespace, key.name, uid)
+
+
+def _document_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
+    cfg = state.config
+    return ObjectRef(
+        "v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.observed.external_uid
+    )
+
+
+def _activation_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
+    ns = state.config.appliance_namespace
+    return ObjectRef("appliance.magicstick.dev/v1alpha1", "ModelActivation", ns, key.name, uid)
+
+
+def _runtime_model_name(state: CatalogState, spec: SourceSpec, key: ItemKey) -> str | None:
+    runtime = state.stored(spec.kind).get(key.name)
+    return (runtime.activation or runtime.name) if runtime is not None else None
+
+
+def _deployment_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
+    return ObjectRef("apps/v1", "Deployment", state.config.namespace, key.name, uid)
+
+
+SPECS: tuple[SourceSpec, ...] = (
+    SourceSpec(
+        Source.ACTIVATION,
+        "activation",
+        SourceKind.MODEL_ACTIVATIONS,
+        rank=3,
+        id_family="external",
+        health_gated=False,
+        claim=claims.activation_claim,
+        warning_target=_activation_target,
+    ),
+    SourceSpec(
+        Source.EXTERNAL,
+        "external",
+        SourceKind.EXTERNAL_MODELS,
+        rank=2,
+        id_family="external",
+        health_gated=False,
+        claim=claims.external_claim,
+        warning_target=_document_target,
+        document_problem=lambda state: state.observed.external_problem,
+    ),
+    SourceSpec(
+        Source.FREETOKEN,
+        "freetoken",
+        SourceKind.FREETOKEN_DEPLOYMENTS,
+        rank=1,
+        id_family="freetoken",
+        health_gated=True,
+        claim=claims.runtime_claim,
+        warning_target=_deployment_target,
+        published_name=_runtime_model_name,
+    ),
+    SourceSpec(
+        Source.KUBEAI,
+        "kubeai",
+        SourceKind.KUBEAI_MODELS,
+        rank=0,
+        id_family="kubeai",
+        health_gated=False,
+        claim=claims.kubeai_claim,
+        warning_target=_kubeai_target,
+    ),
+)
+
+BY_SOURCE: Mapping[Source, SourceSpec] = {spec.source: spec for spec in SPECS}
+BY_PREFIX: Mapping[str, SourceSpec] = {spec.item_prefix: spec for spec in SPECS}
+BY_KIND: Mapping[SourceKind, SourceSpec] = {spec.kind: spec for spec in SPECS}
+# The health gate of the first health-gated source is keyed by the bare item name (the key format of the
+# event log since its first version); any other gated source's by its whole item key.
+_BARE_HEALTH_PREFIX = next((s.item_prefix for s in SPECS if s.health_gated), "")
+
+
+def check(specs: tuple[SourceSpec, ...]) -> None:
+    """Every route source has exactly one spec, and no two specs share what must be unique."""
+    sources = [s.source for s in specs]
+    missing = set(Source) - set(sources)
+    if missing or len(set(sources)) != len(sources):
+        raise RuntimeError(f"registry: route sources without exactly one spec: {sorted(missing) or sources}")
+    for what, values in (
+        ("item prefix", [s.item_prefix for s in specs]),
+        ("source kind", [s.kind for s in specs]),
+    ):
+        if len(set(values)) != len(values):
+            raise RuntimeError(f"registry: two route sources share an {what}: {values}")
+    for spec in specs:
+        if "/" in spec.item_prefix or "-" in spec.id_family or not spec.id_family:
+            raise RuntimeError(f"registry: {spec.source}: an item prefix or id family that cannot be parsed")
+        if spec.kind not in CATALOG_SOURCES:
+            raise RuntimeError(
+                f"registry: {spec.source}: {spec.kind} is not in CATALOG_SOURCES (planning would not wait)"
+            )
+
+
+check(SPECS)
+
+
+def spec_of(item: ItemKey | str) -> SourceSpec | None:
+    """The spec of an item key (None for a key no source owns)."""
+    key = ItemKey.parse(item) if isinstance(item, str) else item
+    return BY_PREFIX.get(key.prefix)
+
+
+def claim(state: CatalogState, item: str) -> Candidate | None:
+    """The item's claim (None when it does not exist, or is not a catalog item, e.g. a local activation)."""
+    key = ItemKey.parse(item)
+    spec = BY_PREFIX.get(key.prefix)
+    if spec is None:
+        return None
+    return claims.checked(state, spec.claim(state, spec, key))
+
+
+def rank(source: Source) -> int:
+    return BY_SOURCE[source].rank
+
+
+def catalog_source(source: Source) -> str:
+    """The ``source`` of a catalog route: its id family (an activation's routes are "external")."""
+    return BY_SOURCE[source].id_family
+
+
+def warning_target(state: CatalogState, item: str) -> ObjectRef | None:
+    """The object a Warning Event about ``item`` is attached to."""
+    key = ItemKey.parse(item)
+    spec = BY_PREFIX.get(key.prefix)
+    if spec is None:
+        return None
+    cand = state.derived.candidates.get(item)
+    return spec.warning_target(state, key, cand.involved_uid if cand is not None else "")
+
+
+def health_key(item: ItemKey) -> str:
+    """The key of a health-gated item's health record (state.health) and of its probes."""
+    return item.name if item.prefix == _BARE_HEALTH_PREFIX else item.text
+
+
+def health_item(key: str) -> ItemKey:
+    """The item a health record or a probe is about."""
+    if "/" in key:
+        parsed = ItemKey.parse(key)
+        spec = BY_PREFIX.get(parsed.prefix)
+        if spec is not None and spec.health_gated and parsed.prefix != _BARE_HEALTH_PREFIX:
+            return parsed
+    return ItemKey(_BARE_HEALTH_PREFIX, key)
+
+
+def health_gated(item: ItemKey) -> bool:
+    spec = BY_PREFIX.get(item.prefix)
+    return spec is not None and spec.health_gated
+
+
+def route_id(source: Source, model_name: str) -> str:
+    """The LiteLLM row id of ``source``'s route for ``model_name``."""
+    return BY_SOURCE[source].route_id(model_name)
+
+
+def document_problem(state: CatalogState, item: str) -> Problem | None:
+    """The problem of the whole document ``item`` comes from, if its source reads one and it is unreadable."""
+    spec = spec_of(item)
+    return spec.document_problem(state) if spec is not None and spec.document_problem is not None else None
+
+
+def document_of(state: CatalogState, item: str) -> ObjectRef | None:
+    """The document ``item`` is read from (None for an item that is an object of its own)."""
+    spec = spec_of(item)
+    return warning_target(state, item) if spec is not None and spec.document_problem is not None else None
+
+
+def published_name(state: CatalogState, item: str) -> str | None:
+    """The model name ``item`` would publish under (None when the item does not exist)."""
+    key = ItemKey.parse(item)
+    spec = BY_PREFIX.get(key.prefix)
+    return spec.published_name(state, spec, key) if spec is not None else None
