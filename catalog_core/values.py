@@ -103,6 +103,9 @@ def name_problem(value: str) -> str | None:
     problem = text_problem(value)
     if problem is None and len(value) > MAX_NAME_LENGTH:
         return f"is longer than {MAX_NAME_LENGTH} characters"
+    if problem is None and not logical_name(value).strip():
+        # "mesh/" alone would be an alias of a model with no name (behaviour §6)
+        return "names no model after its local/, share/ or mesh/ prefix"
     return problem
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog_core.commands import CreateLiteLLMModel, RecreateLiteLLMModel, SecretKey, UpdateLiteLLMModel
+from catalog_core.values import ALIAS_PREFIXES, logical_name
 from tests.core import builders as b
 from tests.core import strategies as gen
 from tests.core.harness import Cluster
@@ -339,9 +340,24 @@ def test_any_name_either_publishes_verbatim_or_is_rejected(name):
     c.start(b.external_configmap([{"name": name, "model": "openai/x"}]))
     ids = c.model_ids()
     stripped = name.strip()
-    if ids:
-        assert ids == [stripped]
+    published = [r for r in c.routes() if r["state"] == "published"]
+    if ids or published:
+        # a local/, share/ or mesh/ name is an alias or an export of its logical model, not an entry
+        assert ids == ([] if stripped.startswith(ALIAS_PREFIXES) else [stripped])
+        assert [r["name"] for r in published] == [stripped]
+        assert published[0]["logicalName"] == logical_name(stripped) != ""
         stripped.encode("utf-8")  # a valid Unicode scalar value sequence
         assert not re.search("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", stripped)
     else:
         assert c.record("models.json[0]")["reason"] in ("InvalidField", "MissingField")
+
+
+@pytest.mark.parametrize("name", ["mesh/", "local/", "share/", " mesh/ ", "local/ "])
+def test_a_name_that_is_only_an_alias_prefix_is_rejected(name):
+    """Found by the property above: "mesh/" was published as an alias of a model with no name."""
+    c = Cluster()
+    c.start(b.external_configmap([{"name": name, "model": "openai/x"}]))
+    assert c.model_ids() == []
+    record = c.record("models.json[0]")
+    assert (record["state"], record["reason"]) == ("error", "InvalidField")
+    assert "prefix" in record["message"]

@@ -196,6 +196,12 @@ class TcpProxy:
                 writer.transport.abort()
         self._connections.clear()
 
+    async def wait_for_a_connection(self, timeout: float = 10.0) -> None:
+        """Until at least one connection is open (a watch renewed over fresh connections has gaps)."""
+        with anyio.fail_after(timeout):
+            while not self._connections:
+                await anyio.sleep(0.01)
+
     def freeze_all(self) -> int:
         """Half-open every connection open now (new connections work normally); how many."""
         for conn in self._connections:

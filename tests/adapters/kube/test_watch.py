@@ -368,10 +368,11 @@ async def test_reconnects_after_dropped_refused_and_half_open_connections(
 
             # 3. Half-open: the connections stay up but nothing arrives. The client-side timeout ends the
             #    watch (the server's own close is lost too) and a fresh connection catches up.
-            #    (With watches renewed every few seconds over fresh connections, the freeze may also land
-            #    between two watches: then the next one, on a new connection, catches up by itself.)
+            #    (Watches are renewed every few seconds over fresh connections, so wait for one to be
+            #    open: freezing in a gap between two watches would test nothing.)
             requests = stats.total(WATCH_REQUESTS_TOTAL)
-            assert proxy.freeze_all() >= 1
+            await proxy.wait_for_a_connection()
+            assert proxy.freeze_all() >= 1  # no await since the wait: nothing could close it meanwhile
             await model("m4")
             await events.wait_for(upserted(SourceKind.KUBEAI_MODELS, "m4"), timeout=30)
             assert stats.total(WATCH_REQUESTS_TOTAL) > requests  # m4 came over a watch opened after it
