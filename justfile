@@ -17,7 +17,7 @@ lint:
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
     .venv/bin/mypy catalog_core contracts
-    .venv/bin/mypy adapters app
+    .venv/bin/mypy adapters app model_catalog
 
 # Lint, then the whole test suite (starts the kube-apiserver and LiteLLM peers when none are configured).
 test *ARGS: lint

@@ -1,0 +1,344 @@
+"""The blocking facade (issue 17): a synchronous host, like the Magic Stick Operator's poll loop, embeds
+the catalog through ``model_catalog.BlockingModelCatalog``. Real kube-apiserver and real LiteLLM.
+
+The tests are synchronous on purpose: the test thread is the host, with no event loop of its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import yaml
+
+from catalog_core.events import Event
+from catalog_core.fold import Transition
+from model_catalog import (
+    BlockingModelCatalog,
+    CatalogClosedError,
+    CatalogConfig,
+    CatalogFailedError,
+    CatalogView,
+    SourceKind,
+)
+from tests.adapters.kube.helpers import FAST
+from tests.core import builders as b
+from tests.faults.peers import ProxyThread
+from tests.fixtures.kube_peer import KubePeer, create_namespace, install_crds, new_api_client
+from tests.fixtures.litellm_peer import TEST_PREFIX, LiteLLMPeer, delete_test_rows
+
+pytestmark = [pytest.mark.kube]
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "blocking_operator.py"
+ACTIVATIONS = "/apis/appliance.magicstick.dev/v1alpha1/namespaces/{ns}/modelactivations"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("blocking_operator", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Cluster:
+    """The test's own writes to the API server (plain HTTP, like the host's reads)."""
+
+    def __init__(self, peer: KubePeer) -> None:
+        async def prepare() -> tuple[str, str]:
+            api = await new_api_client(peer)
+            try:
+                await install_crds(api)
+                return await create_namespace(api), await create_namespace(api, "mcsys")
+            finally:
+                await api.close()
+
+        self.namespace, self.appliance_namespace = anyio.run(prepare)
+        self.server = peer.server
+        self._token = yaml.safe_load(peer.kubeconfig.read_text())["users"][0]["user"]["token"]
+
+    def _http(self) -> httpx.Client:
+        # One client per write, closed at once: no socket of the test's outlives the write that opened it.
+        auth = {"Authorization": f"Bearer {self._token}"}
+        return httpx.Client(base_url=self.server, headers=auth, verify=False, timeout=10.0)
+
+    def config(self, **changes: Any) -> CatalogConfig:
+        return CatalogConfig(
+            namespace=self.namespace, appliance_namespace=self.appliance_namespace, **changes
+        )
+
+    def create_activation(self, name: str) -> None:
+        body = {**b.activation(name, external={"model": "openai/gpt-4o-mini"}), "metadata": {"name": name}}
+        with self._http() as http:
+            answer = http.post(ACTIVATIONS.format(ns=self.appliance_namespace), json=body)
+        assert answer.status_code == 201, answer.text
+
+    def disable_activation(self, name: str) -> None:
+        with self._http() as http:
+            answer = http.patch(
+                ACTIVATIONS.format(ns=self.appliance_namespace) + f"/{name}",
+                json={"spec": {"enabled": False}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+        assert answer.status_code == 200, answer.text
+
+
+@pytest.fixture
+def cluster(kube_peer: KubePeer) -> Cluster:
+    return Cluster(kube_peer)
+
+
+def _rows(peer: LiteLLMPeer) -> dict[str, dict[str, Any]]:
+    answer = httpx.get(
+        f"{peer.base_url}/model/info", headers={"Authorization": f"Bearer {peer.master_key}"}, timeout=10.0
+    )
+    return {row["model_info"]["id"]: row for row in answer.json()["data"]}
+
+
+def _record(view: CatalogView, name: str) -> tuple[str, str] | None:
+    records = [r for r in view.routes if r["source"] == "modelactivation" and r["name"] == name]
+    return (records[0]["state"], records[0]["reason"]) if records else None
+
+
+def _socket_inodes() -> set[str]:
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+def _socket_details(inodes: set[str]) -> str:
+    wanted = {i.removeprefix("socket:[").removesuffix("]") for i in inodes}
+    lines = []
+    for table in ("tcp", "tcp6", "unix"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            if any(f" {i} " in f" {line} " for i in wanted):
+                lines.append(f"{table}: {line.strip()}")
+    return "\n".join(lines)
+
+
+def _threads() -> set[threading.Thread]:
+    return set(threading.enumerate())
+
+
+# --- the documented example, as a process
+
+
+@pytest.mark.litellm
+def test_the_blocking_example_publishes_and_withdraws_what_the_host_lists(
+    cluster: Cluster, kube_peer: KubePeer, litellm_peer: LiteLLMPeer
+) -> None:
+    name = f"{TEST_PREFIX}blocking-{uuid.uuid4().hex[:6]}"
+    row_id = f"ai-appliance-external-{name}"
+    cluster.create_activation(name)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "KUBECONFIG": str(kube_peer.kubeconfig),
+        "NAMESPACE": cluster.namespace,
+        "APPLIANCE_NAMESPACE": cluster.appliance_namespace,
+        "LITELLM_BASE_URL": litellm_peer.base_url,
+        "LITELLM_MASTER_KEY": litellm_peer.master_key,
+        "REQUEUE_SECONDS": "0.5",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLE)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in process.stdout], daemon=True)  # type: ignore[union-attr]
+    reader.start()
+
+    def wait_for(predicate: Callable[[str], bool], timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            seen.append(line)
+            if predicate(line):
+                return line
+        raise AssertionError("".join(seen))
+
+    try:
+        # The host lists its ModelActivations; the catalog publishes the new one (a real LiteLLM row).
+        wait_for(lambda line: line.startswith(f"published modelactivation/{name} (Published)"))
+        wait_for(lambda line: line.startswith("catalog written: hash "))
+        assert row_id in _rows(litellm_peer)
+        # The operator disables it: the next pass's list says so, and the route is withdrawn.
+        cluster.disable_activation(name)
+        wait_for(lambda line: line.startswith(f"withdrawn modelactivation/{name} (Disabled)"))
+        deadline = time.monotonic() + 30
+        while row_id in _rows(litellm_peer):
+            assert time.monotonic() < deadline, "the disabled activation's row is still in LiteLLM"
+            time.sleep(0.2)
+        # SIGTERM: the host leaves its loop, the catalog closes, the process exits cleanly.
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        reader.join(10)
+        while not lines.empty():
+            seen.append(lines.get())
+        assert seen[-1].strip() == "catalog closed; threads left: ['MainThread']", "".join(seen)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        delete_test_rows(litellm_peer, name)
+
+
+# --- the facade, in this process (the test thread is the host)
+
+
+@pytest.mark.litellm
+def test_a_down_litellm_never_blocks_the_host_and_close_leaves_no_thread_or_socket(
+    cluster: Cluster, kube_peer: KubePeer, litellm_peer: LiteLLMPeer
+) -> None:
+    example = _example()
+    kube = example.KubeReader.from_environment(str(kube_peer.kubeconfig))
+    first, second = (f"{TEST_PREFIX}blk-{uuid.uuid4().hex[:6]}" for _ in range(2))
+    cluster.create_activation(first)
+    url = httpx.URL(litellm_peer.base_url)
+    proxy = ProxyThread(url.host, url.port or 80)  # LiteLLM behind a cable this test can cut
+    call_timeout = 2.0
+    threads_before, sockets_before = _threads(), _socket_inodes()
+    catalog = BlockingModelCatalog(
+        cluster.config(litellm_base_url=f"http://127.0.0.1:{proxy.port}"),
+        litellm_master_key=litellm_peer.master_key,
+        kubeconfig=str(kube_peer.kubeconfig),
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        call_timeout=call_timeout,
+        kube_settings=FAST,
+        litellm_resync_seconds=1.0,
+        catalog_min_write_interval=0.0,
+    )
+    try:
+        with catalog:
+            # its loop's thread (and that loop's executor threads, for DNS lookups)
+            assert "model-catalog" in {t.name for t in _threads() - threads_before}
+            view = _passes_until(
+                catalog, kube, cluster, lambda v: _record(v, first) == ("published", "Published")
+            )
+            assert catalog.wait_ready(1.0)
+            # LiteLLM goes down: first its open connections hang (half-open), then its port is closed.
+            cluster.create_activation(second)
+            slowest = 0.0
+            for cut in (proxy.freeze, proxy.refuse):
+                cut()
+                down_until = time.monotonic() + 4.0
+                while time.monotonic() < down_until:
+                    began = time.monotonic()
+                    view = example.reconcile(catalog, kube, cluster.appliance_namespace, view)
+                    slowest = max(slowest, time.monotonic() - began)
+                    time.sleep(0.2)
+            assert slowest < call_timeout, f"a pass of the host's loop took {slowest:.2f} s"
+            assert _record(view, second) != ("published", "Published")  # it cannot be, LiteLLM is down
+            assert _record(view, first) == ("published", "Published")  # and nothing was wiped
+            proxy.heal()
+            _passes_until(catalog, kube, cluster, lambda v: _record(v, second) == ("published", "Published"))
+        with pytest.raises(CatalogClosedError):
+            catalog.view()
+        assert _threads() - threads_before == set()
+        proxy.close()  # its listener since heal() is the test's
+        assert _socket_inodes() - sockets_before == set(), _socket_details(_socket_inodes() - sockets_before)
+    finally:
+        catalog.close()
+        if proxy.thread.is_alive():
+            proxy.close()
+        delete_test_rows(litellm_peer, f"{TEST_PREFIX}blk-")
+
+
+def _passes_until(
+    catalog: BlockingModelCatalog,
+    kube: Any,
+    cluster: Cluster,
+    predicate: Callable[[CatalogView], bool],
+    timeout: float = 45.0,
+) -> CatalogView:
+    example = _example()
+    deadline = time.monotonic() + timeout
+    view: CatalogView | None = None
+    while time.monotonic() < deadline:
+        view = example.reconcile(catalog, kube, cluster.appliance_namespace, view)
+        if predicate(view):
+            return view
+        time.sleep(0.2)
+    raise AssertionError(f"timed out; last view: {view}")
+
+
+class _FailingRecorder:
+    """A host-supplied event-log recorder whose disk fills up when it sees ``poison``."""
+
+    def __init__(self, poison: str) -> None:
+        self.poison = poison
+
+    def record(self, event: Event, transition: Transition) -> None:
+        if self.poison in repr(event):
+            raise OSError(28, "No space left on device")
+
+
+def test_an_exception_on_the_catalog_thread_surfaces_in_the_hosts_next_call(
+    cluster: Cluster, kube_peer: KubePeer
+) -> None:
+    threads_before = _threads()
+    # LiteLLM plays no part here: nothing listens on this port (every LiteLLM call fails fast).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    catalog = BlockingModelCatalog(
+        cluster.config(litellm_base_url=f"http://127.0.0.1:{closed_port}"),
+        litellm_master_key="sk-unused",
+        kubeconfig=str(kube_peer.kubeconfig),
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        kube_settings=FAST,
+        recorder=_FailingRecorder("mct-poison"),
+    )
+    with catalog:
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [b.activation("fine")])
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [b.activation("mct-poison")])  # delivered; fails later
+        deadline = time.monotonic() + 10
+        with pytest.raises(CatalogFailedError) as failed:
+            while time.monotonic() < deadline:
+                catalog.view()  # the host's next calls: the first one after the failure raises
+                time.sleep(0.05)
+        assert isinstance(failed.value.__cause__, OSError)
+        assert failed.value.__cause__.errno == 28
+        assert "OSError: [Errno 28] No space left on device" in str(failed.value)
+        with pytest.raises(CatalogFailedError):  # and every call after it: the catalog is stopped
+            catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
+    # Leaving `with` closed it without raising the failure a third time, and joined its thread.
+    assert _threads() - threads_before == set()
+
+
+def test_a_catalog_that_cannot_start_says_why_and_leaves_nothing(tmp_path: Path) -> None:
+    threads_before = _threads()
+    missing = tmp_path / "no-such-kubeconfig"
+    catalog = BlockingModelCatalog(CatalogConfig(), litellm_master_key="sk-unused", kubeconfig=str(missing))
+    with pytest.raises(Exception, match="no-such-kubeconfig"):
+        catalog.start()
+    with pytest.raises(CatalogClosedError):
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
+    catalog.close()
+    assert _threads() - threads_before == set()
