@@ -342,3 +342,176 @@ def test_a_catalog_that_cannot_start_says_why_and_leaves_nothing(tmp_path: Path)
         catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
     catalog.close()
     assert _threads() - threads_before == set()
+
+
+# --- embedded defaults: what a single-replica host gets unless it asks
+
+
+def _listening_sockets() -> set[str]:
+    """The sockets of this process that listen (TCP, either family)."""
+    mine = _socket_inodes()
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and f"socket:[{fields[9]}]" in mine:  # 0A: LISTEN
+                found.add(fields[9])
+    return found
+
+
+def _fake_litellm() -> dict[str, Any]:
+    from adapters.litellm.fake import FakeLiteLLM
+
+    return {"litellm_transport": httpx.MockTransport(FakeLiteLLM().handle)}
+
+
+def _leases(cluster: Cluster) -> list[dict[str, Any]]:
+    with cluster._http() as http:
+        answer = http.get(f"/apis/coordination.k8s.io/v1/namespaces/{cluster.namespace}/leases")
+    return list(answer.json()["items"])
+
+
+def test_embedded_defaults_no_lease_no_server_the_hosts_logging_no_metrics(
+    cluster: Cluster, kube_peer: KubePeer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from opentelemetry import metrics
+
+    root_handlers = list(logging.getLogger().handlers)
+    listening = _listening_sockets()
+    caplog.set_level(logging.INFO, logger="model_catalog")
+    with BlockingModelCatalog(
+        cluster.config(),
+        litellm_master_key="sk-test",
+        kubeconfig=str(kube_peer.kubeconfig),
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        kube_settings=FAST,
+        catalog_min_write_interval=0.0,
+        **_fake_litellm(),
+    ) as catalog:
+        catalog.listed(
+            SourceKind.MODEL_ACTIVATIONS, [b.activation("mct-defaults", external={"model": "x/y"})]
+        )
+        assert catalog.wait_ready(30)
+        deadline = time.monotonic() + 30
+        while _record(catalog.view(), "mct-defaults") != ("published", "Published"):
+            assert time.monotonic() < deadline, catalog.view()
+            time.sleep(0.1)
+        assert catalog.view().leading  # the only writer: no Lease to wait for
+        assert _leases(cluster) == []
+        assert _listening_sockets() == listening  # no HTTP server
+    # Its log lines went through the host's logging configuration, which it left as it was.
+    assert any(r.name == "model_catalog.loop" and r.getMessage() == "command issued" for r in caplog.records)
+    assert logging.getLogger().handlers == root_handlers
+    # No meter provider given: nothing was registered with the global one either.
+    assert not isinstance(metrics.get_meter_provider(), type(_sdk_provider()[0]))
+
+
+def _sdk_provider() -> tuple[Any, Any]:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    return MeterProvider(metric_readers=[reader]), reader
+
+
+def test_asked_for_a_lease_and_given_a_meter_provider(cluster: Cluster, kube_peer: KubePeer) -> None:
+    from model_catalog import LeaseConfig
+
+    provider, reader = _sdk_provider()
+    lease = LeaseConfig(
+        "mct-operator", cluster.namespace, "host-a", duration=3.0, renew_deadline=2.0, retry_period=0.2
+    )
+    with BlockingModelCatalog(
+        cluster.config(),
+        litellm_master_key="sk-test",
+        kubeconfig=str(kube_peer.kubeconfig),
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        lease=lease,
+        meter_provider=provider,
+        kube_settings=FAST,
+        **_fake_litellm(),
+    ) as catalog:
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
+        deadline = time.monotonic() + 30
+        while not catalog.view().leading:
+            assert time.monotonic() < deadline, "never took the Lease"
+            time.sleep(0.1)
+        assert [x["spec"]["holderIdentity"] for x in _leases(cluster)] == ["host-a"]
+        data = reader.get_metrics_data()
+        names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        assert {"model_catalog_events", "model_catalog_leader", "model_catalog_queue_depth"} <= names
+    # Released on close, so another replica need not wait out the lease duration.
+    assert [x["spec"].get("holderIdentity") or "" for x in _leases(cluster)] == [""]
+    provider.shutdown()  # the host's provider: the catalog left it running
+
+
+# --- the public import
+
+
+def test_the_public_package_exports_exactly_the_supported_api() -> None:
+    import model_catalog
+    from app.blocking import BlockingModelCatalog as Internal
+    from app.library import ModelCatalog
+
+    assert sorted(model_catalog.__all__) == sorted(
+        [
+            "BlockingModelCatalog",
+            "CallTimeoutError",
+            "CatalogClosedError",
+            "CatalogConfig",
+            "CatalogError",
+            "CatalogFailedError",
+            "CatalogView",
+            "ConfigError",
+            "LeaseConfig",
+            "ModelCatalog",
+            "SourceKind",
+            "__version__",
+        ]
+    )
+    assert all(hasattr(model_catalog, name) for name in model_catalog.__all__)
+    assert model_catalog.BlockingModelCatalog is Internal and model_catalog.ModelCatalog is ModelCatalog
+    assert (Path(model_catalog.__file__).parent / "py.typed").is_file()
+
+
+def test_the_wheel_installs_model_catalog_and_names_a_host_module_that_shadows_ours(tmp_path: Path) -> None:
+    import shutil
+    import sysconfig
+    import zipfile
+
+    source = tmp_path / "source"  # a copy, so the build's own files stay out of the checkout
+    for name in ("model_catalog", "app", "adapters", "contracts", "catalog_core"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(tmp_path), str(source)], check=True, timeout=240)
+    (wheel,) = tmp_path.glob("model_catalog-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"model_catalog/__init__.py", "model_catalog/py.typed", "app/blocking.py"} <= names
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, timeout=240)
+
+    def import_it(*path: Path) -> subprocess.CompletedProcess[str]:
+        # -S: no .pth files, so the checkout's editable install stays out; the dependencies from the venv
+        dependencies = sysconfig.get_paths()["purelib"]
+        return subprocess.run(
+            [sys.executable, "-S", "-c", "import model_catalog; print(model_catalog.__file__)"],
+            check=False,
+            cwd=tmp_path,
+            env={"PYTHONPATH": ":".join([*map(str, path), dependencies])},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    installed = import_it(site)
+    assert installed.stdout.strip() == str(site / "model_catalog" / "__init__.py"), installed.stderr
+    host = tmp_path / "host"
+    (host / "app").mkdir(parents=True)
+    (host / "app" / "__init__.py").write_text("")  # the host's own `app` package, ahead on sys.path
+    shadowed = import_it(host, site)
+    assert shadowed.returncode == 1
+    assert f"{host}/app" in shadowed.stderr and "shadows it" in shadowed.stderr, shadowed.stderr
