@@ -27,6 +27,10 @@ test *ARGS: lint
 bench *ARGS:
     {{py}} -m bench.run {{ARGS}}
 
+# What embedding costs a synchronous host: import time and RSS (not part of `test`); writes bench/results/embed-cost.md.
+embed-cost *ARGS:
+    {{py}} -m bench.embed_cost {{ARGS}}
+
 # Render the bundled example cluster against a saved LiteLLM /model/info.
 render-example:
     .venv/bin/model-catalog render -f examples/cluster.yaml --litellm-info examples/litellm-info.json --healthy phi-4-mini

@@ -170,7 +170,8 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
     # --- reading
     def wait_ready(self, timeout: float) -> bool:
         """True once every source has been read and LiteLLM observed (what is published is decided);
-        False if that has not happened within ``timeout`` seconds."""
+        False if that has not happened within ``timeout`` seconds. A source in ``host_sources`` is read
+        once the host has ``listed`` it."""
         catalog, portal, future = self._running()
         ready = portal.start_task_soon(catalog.wait_ready)
         done, _ = concurrent.futures.wait(
