@@ -36,6 +36,7 @@ from app.leader import LeaderElector, LeaseConfig
 from app.library import CatalogView, ModelCatalog
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
+from catalog_core.plan import catalog_inputs_known
 
 T = TypeVar("T")
 
@@ -173,6 +174,8 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         False if that has not happened within ``timeout`` seconds. A source in ``host_sources`` is read
         once the host has ``listed`` it."""
         catalog, portal, future = self._running()
+        if catalog_inputs_known(catalog.state):  # answered on this thread: wait_ready(0) is a probe
+            return True
         ready = portal.start_task_soon(catalog.wait_ready)
         done, _ = concurrent.futures.wait(
             [ready, future], timeout, return_when=concurrent.futures.FIRST_COMPLETED

@@ -398,6 +398,7 @@ def test_embedded_defaults_no_lease_no_server_the_hosts_logging_no_metrics(
         while _record(catalog.view(), "mct-defaults") != ("published", "Published"):
             assert time.monotonic() < deadline, catalog.view()
             time.sleep(0.1)
+        assert catalog.wait_ready(0)  # a probe: answered at once
         assert catalog.view().leading  # the only writer: no Lease to wait for
         assert _leases(cluster) == []
         assert _listening_sockets() == listening  # no HTTP server
