@@ -6,6 +6,7 @@ The tests are synchronous on purpose: the test thread is the host, with no event
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import queue
@@ -261,13 +262,21 @@ def test_a_down_litellm_never_blocks_the_host_and_close_leaves_no_thread_or_sock
         with pytest.raises(CatalogClosedError):
             catalog.view()
         assert _threads() - threads_before == set()
-        proxy.close()  # its listener since heal() is the test's
+        _close_proxy(proxy)  # its sockets are the test's
         assert _socket_inodes() - sockets_before == set(), _socket_details(_socket_inodes() - sockets_before)
     finally:
         catalog.close()
-        if proxy.thread.is_alive():
-            proxy.close()
+        _close_proxy(proxy)
         delete_test_rows(litellm_peer, f"{TEST_PREFIX}blk-")
+
+
+def _close_proxy(proxy: ProxyThread) -> None:
+    """Stop the proxy's loop, then let it run the callbacks that close the sockets it aborted."""
+    if proxy.loop.is_closed():
+        return
+    proxy.close()
+    proxy.loop.run_until_complete(asyncio.sleep(0.1))
+    proxy.loop.close()
 
 
 def _passes_until(
