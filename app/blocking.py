@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -32,16 +33,18 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from app.http import Handler, ProbeServer, Request
 from app.leader import LeaderElector, LeaseConfig
 from app.library import CatalogView, ModelCatalog
 from catalog_core.config import CatalogConfig
-from catalog_core.events import SourceKind
+from catalog_core.events import CATALOG_SOURCES, SourceKind
 from catalog_core.plan import catalog_inputs_known
 
 T = TypeVar("T")
 
 THREAD_NAME = "model-catalog"
 LEASE_CONNECTIONS = 2  # the elector sends one request at a time, on a pool of its own (as in `run`)
+LIVENESS_STALL_SECONDS = 30.0  # as `model-catalog run`'s /healthz
 
 
 class CatalogError(RuntimeError):
@@ -74,13 +77,15 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         lease: LeaseConfig | None = None,
         meter_provider: Any = None,
         shutdown_grace_seconds: float = 5.0,
+        probes: tuple[str, int] | None = None,
         **catalog_options: Any,
     ) -> None:
         """``kube_configuration`` (a kubernetes-asyncio ``Configuration``) wins over ``kubeconfig`` (a
         file); with neither, the in-cluster ServiceAccount. ``lease``: take this Lease and write only
         while holding it (default: no Lease, this host is the only writer). ``meter_provider``: the
-        host's OpenTelemetry provider for the catalog's metrics (default: none). Other keywords go to
-        :class:`~app.library.ModelCatalog` as they are."""
+        host's OpenTelemetry provider for the catalog's metrics (default: none). ``probes``: serve
+        ``/healthz`` and ``/readyz`` on this (host, port) (default: no server; port 0 picks one, see
+        ``probe_port``). Other keywords go to :class:`~app.library.ModelCatalog` as they are."""
         self._config = config
         self._key = litellm_master_key
         self._kubeconfig = kubeconfig
@@ -91,6 +96,8 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         self._meter_provider = meter_provider
         self._grace = shutdown_grace_seconds
         self._options = catalog_options
+        self._probes = probes
+        self.probe_port: int | None = None
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
         self._run_future: concurrent.futures.Future[None] | None = None
@@ -176,7 +183,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         catalog, portal, future = self._running()
         if catalog_inputs_known(catalog.state):  # answered on this thread: wait_ready(0) is a probe
             return True
-        ready = portal.start_task_soon(catalog.wait_ready)
+        ready = _submit(portal, catalog.wait_ready)
         done, _ = concurrent.futures.wait(
             [ready, future], timeout, return_when=concurrent.futures.FIRST_COMPLETED
         )
@@ -209,6 +216,9 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
                 await tg.start(catalog.run)
                 if self._lease is not None:
                     tg.start_soon(self._elect, configuration, catalog, self._lease)
+                if self._probes is not None:
+                    server = ProbeServer(*self._probes, probe_routes(catalog))
+                    self.probe_port = await tg.start(server.run)
                 self._catalog = catalog
                 task_status.started()
                 await self._stop.wait()
@@ -254,7 +264,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         async def on_the_loop() -> T:
             return await call(catalog)
 
-        answer = portal.start_task_soon(on_the_loop)
+        answer = _submit(portal, on_the_loop)
         try:
             return answer.result(self._call_timeout)
         except concurrent.futures.TimeoutError:
@@ -276,6 +286,39 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         raise CatalogFailedError(
             f"the catalog stopped on its thread: {type(cause).__name__}: {cause}"[:500]
         ) from cause
+
+
+def _submit(portal: BlockingPortal, func: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
+    try:
+        return portal.start_task_soon(func)
+    except RuntimeError as exc:  # the portal stopped between this thread's check and the call
+        raise CatalogClosedError("the catalog was closed") from exc
+
+
+def probe_routes(catalog: ModelCatalog) -> dict[str, Handler]:
+    """``/healthz``: the control loop is not stuck in a step. ``/readyz``: every source read once and
+    LiteLLM observed, no watch stale (the rules of ``model-catalog run``'s probes, for what the library
+    runs: no Lease, no event log)."""
+
+    async def healthz(request: Request) -> tuple[int, str, bytes]:
+        busy = catalog.loop.busy_since
+        if busy is not None and time.monotonic() - busy > LIVENESS_STALL_SECONDS:
+            return 503, "text/plain", b"the control loop is stuck\n"
+        return 200, "text/plain", b"ok\n"
+
+    async def readyz(request: Request) -> tuple[int, str, bytes]:
+        state = catalog.state
+        if not catalog_inputs_known(state):
+            waiting = [k.value for k in CATALOG_SOURCES if not state.source(k).known]
+            if not state.litellm.status.observed_once:
+                waiting.append("litellm")
+            return 503, "text/plain", ("not ready: waiting for " + ", ".join(waiting) + "\n").encode()
+        stale = sorted(catalog.kube.stats.stale)
+        if stale:
+            return 503, "text/plain", ("not ready: stale (reconnecting): " + ", ".join(stale) + "\n").encode()
+        return 200, "text/plain", f"ok ({'leader' if state.control.leading else 'standby'})\n".encode()
+
+    return {"/healthz": healthz, "/readyz": readyz}
 
 
 def _single(error: BaseException) -> BaseException:

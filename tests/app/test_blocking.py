@@ -426,10 +426,11 @@ def _sdk_provider() -> tuple[Any, Any]:
     return MeterProvider(metric_readers=[reader]), reader
 
 
-def test_asked_for_a_lease_and_given_a_meter_provider(cluster: Cluster, kube_peer: KubePeer) -> None:
+def test_asked_for_a_lease_probes_and_given_a_meter_provider(cluster: Cluster, kube_peer: KubePeer) -> None:
     from model_catalog import LeaseConfig
 
     provider, reader = _sdk_provider()
+    listening = _listening_sockets()
     lease = LeaseConfig(
         "mct-operator", cluster.namespace, "host-a", duration=3.0, renew_deadline=2.0, retry_period=0.2
     )
@@ -440,20 +441,28 @@ def test_asked_for_a_lease_and_given_a_meter_provider(cluster: Cluster, kube_pee
         host_sources={SourceKind.MODEL_ACTIVATIONS},
         lease=lease,
         meter_provider=provider,
+        probes=("127.0.0.1", 0),
         kube_settings=FAST,
         **_fake_litellm(),
     ) as catalog:
+        probes = f"http://127.0.0.1:{catalog.probe_port}"
+        assert httpx.get(f"{probes}/healthz").text == "ok\n"
+        not_yet = httpx.get(f"{probes}/readyz")  # the host has not listed its ModelActivations yet
+        assert not_yet.status_code == 503 and "model-activations" in not_yet.text
         catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
         deadline = time.monotonic() + 30
         while not catalog.view().leading:
             assert time.monotonic() < deadline, "never took the Lease"
             time.sleep(0.1)
         assert [x["spec"]["holderIdentity"] for x in _leases(cluster)] == ["host-a"]
+        assert catalog.wait_ready(10)
+        assert httpx.get(f"{probes}/readyz").text == "ok (leader)\n"
         data = reader.get_metrics_data()
         names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
         assert {"model_catalog_events", "model_catalog_leader", "model_catalog_queue_depth"} <= names
     # Released on close, so another replica need not wait out the lease duration.
     assert [x["spec"].get("holderIdentity") or "" for x in _leases(cluster)] == [""]
+    assert _listening_sockets() == listening  # the probe server is gone with it
     provider.shutdown()  # the host's provider: the catalog left it running
 
 
