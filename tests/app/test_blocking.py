@@ -7,6 +7,8 @@ The tests are synchronous on purpose: the test thread is the host, with no event
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import importlib.util
 import os
 import queue
@@ -31,6 +33,7 @@ from catalog_core.events import Event
 from catalog_core.fold import Transition
 from model_catalog import (
     BlockingModelCatalog,
+    CallTimeoutError,
     CatalogClosedError,
     CatalogConfig,
     CatalogFailedError,
@@ -129,14 +132,16 @@ def _socket_inodes() -> set[str]:
     return found
 
 
-def _socket_details(inodes: set[str]) -> str:
-    wanted = {i.removeprefix("socket:[").removesuffix("]") for i in inodes}
-    lines = []
-    for table in ("tcp", "tcp6", "unix"):
+def _connected_to(inodes: set[str], ports: set[int | None]) -> list[str]:
+    """The TCP sockets among ``inodes`` whose remote end is one of ``ports`` (on any address)."""
+    found = []
+    for table in ("tcp", "tcp6"):
         for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
-            if any(f" {i} " in f" {line} " for i in wanted):
-                lines.append(f"{table}: {line.strip()}")
-    return "\n".join(lines)
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if f"socket:[{fields[9]}]" in inodes and remote_port in ports:
+                found.append(f"{table}: {line.strip()}")
+    return found
 
 
 def _threads() -> set[threading.Thread]:
@@ -245,25 +250,40 @@ def test_a_down_litellm_never_blocks_the_host_and_close_leaves_no_thread_or_sock
             assert catalog.wait_ready(1.0)
             # LiteLLM goes down: first its open connections hang (half-open), then its port is closed.
             cluster.create_activation(second)
-            slowest = 0.0
+            # The host's passes go on: every call to the catalog returns within call_timeout (or says it
+            # timed out, having delivered nothing), whatever LiteLLM does.
+            durations: list[float] = []
             for cut in (proxy.freeze, proxy.refuse):
                 cut()
                 down_until = time.monotonic() + 4.0
                 while time.monotonic() < down_until:
-                    began = time.monotonic()
-                    view = example.reconcile(catalog, kube, cluster.appliance_namespace, view)
-                    slowest = max(slowest, time.monotonic() - began)
+                    activations = kube.list_activations(cluster.appliance_namespace)
+                    answer: object = None
+                    for call in (
+                        functools.partial(catalog.listed, SourceKind.MODEL_ACTIVATIONS, activations),
+                        catalog.view,
+                    ):
+                        began = time.monotonic()
+                        with contextlib.suppress(CallTimeoutError):
+                            answer = call()
+                        durations.append(time.monotonic() - began)
+                    view = answer if isinstance(answer, CatalogView) else view
                     time.sleep(0.2)
-            assert slowest < call_timeout, f"a pass of the host's loop took {slowest:.2f} s"
+            # call_timeout, plus what a loaded 2-core machine takes to wake the waiting thread
+            assert max(durations) < call_timeout + 0.5, sorted(durations)[-5:]
             assert _record(view, second) != ("published", "Published")  # it cannot be, LiteLLM is down
             assert _record(view, first) == ("published", "Published")  # and nothing was wiped
             proxy.heal()
-            _passes_until(catalog, kube, cluster, lambda v: _record(v, second) == ("published", "Published"))
+            _passes_until(
+                catalog, kube, cluster, lambda v: _record(v, second) == ("published", "Published"), timeout=90
+            )
         with pytest.raises(CatalogClosedError):
             catalog.view()
         assert _threads() - threads_before == set()
-        _close_proxy(proxy)  # its sockets are the test's
-        assert _socket_inodes() - sockets_before == set(), _socket_details(_socket_inodes() - sockets_before)
+        # None of the catalog's connections (to the API server, to LiteLLM through the proxy) is left.
+        peers = {httpx.URL(kube_peer.server).port, proxy.port}
+        left = _connected_to(_socket_inodes() - sockets_before, peers)
+        assert left == [], left
     finally:
         catalog.close()
         _close_proxy(proxy)
