@@ -17,7 +17,7 @@ lint:
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
     .venv/bin/mypy catalog_core contracts
-    .venv/bin/mypy adapters app
+    .venv/bin/mypy adapters app model_catalog
 
 # Lint, then the whole test suite (starts the kube-apiserver and LiteLLM peers when none are configured).
 test *ARGS: lint
@@ -30,6 +30,10 @@ explore *ARGS:
 # Benchmarks (not part of `test`): writes bench/results/.
 bench *ARGS:
     {{py}} -m bench.run {{ARGS}}
+
+# What embedding costs a synchronous host: import time and RSS (not part of `test`); writes bench/results/embed-cost.md.
+embed-cost *ARGS:
+    {{py}} -m bench.embed_cost {{ARGS}}
 
 # Render the bundled example cluster against a saved LiteLLM /model/info.
 render-example:

@@ -10,7 +10,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Sequence
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
@@ -76,16 +76,25 @@ class Telemetry:
         otlp_endpoint: str = "",
         service_version: str = "",
         clock: Callable[[], float] = time.monotonic,
+        meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
         resource = Resource.create({"service.name": "model-catalog", "service.version": service_version})
-        reader = PrometheusMetricReader(registry=self.registry)
-        histogram = ExplicitBucketHistogramAggregation(LATENCY_BUCKETS)
-        self.meter_provider = MeterProvider(
-            metric_readers=[reader],
-            resource=resource,
-            views=[View(instrument_type=Histogram, instrument_name="model_catalog_*", aggregation=histogram)],
-        )
+        # An embedding host may hand over its own provider: the instruments register there, and the
+        # host exports them (and shuts its provider down). Otherwise ours, read as Prometheus text.
+        self.registry: CollectorRegistry | None = None
+        self._owns_meter_provider = meter_provider is None
+        if meter_provider is None:
+            self.registry = CollectorRegistry(auto_describe=True)
+            reader = PrometheusMetricReader(registry=self.registry)
+            histogram = ExplicitBucketHistogramAggregation(LATENCY_BUCKETS)
+            meter_provider = MeterProvider(
+                metric_readers=[reader],
+                resource=resource,
+                views=[
+                    View(instrument_type=Histogram, instrument_name="model_catalog_*", aggregation=histogram)
+                ],
+            )
+        self.meter_provider = meter_provider
         meter = self.meter_provider.get_meter("model_catalog")
         self._meter = meter
         self._kube_counters: dict[str, Counter] = {}
@@ -102,11 +111,13 @@ class Telemetry:
         self._latency = meter.create_histogram(
             "model_catalog_reconcile_latency",
             unit="s",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,  # a host's provider has no view of ours
             description="From the arrival of the events that caused a command to the start of its execution",
         )
         self._duration = meter.create_histogram(
             "model_catalog_command_duration",
             unit="s",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
             description="Execution time per command kind (LiteLLM request latency for the LiteLLM kinds)",
         )
         self._gauges: dict[str, Callable[[], Iterable[tuple[float, dict[str, str]]]]] = {}
@@ -162,6 +173,8 @@ class Telemetry:
         self._gauges[name] = source
 
     def metrics_text(self) -> bytes:
+        if self.registry is None:
+            raise RuntimeError("metrics go to the host's meter provider: there is no Prometheus text here")
         return generate_latest(self.registry)
 
     # --- the loop's hooks
@@ -256,7 +269,8 @@ class Telemetry:
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()
-        self.meter_provider.shutdown()
+        if self._owns_meter_provider and isinstance(self.meter_provider, MeterProvider):
+            self.meter_provider.shutdown()
 
 
 def _traces_url(endpoint: str) -> str:

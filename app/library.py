@@ -18,8 +18,9 @@ Cancelling the host's task group stops the catalog.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -46,6 +47,9 @@ from catalog_core.events import (
 from catalog_core.plan import all_records, catalog_inputs_known, rendered_catalog
 from catalog_core.redact import redact_for_source
 from catalog_core.state import CatalogState
+
+if TYPE_CHECKING:
+    from adapters.telemetry import Telemetry as OtelTelemetry
 
 
 @attrs.frozen
@@ -81,7 +85,10 @@ class ModelCatalog:
         catalog_min_write_interval: float = 0.5,
         litellm_transport: httpx.AsyncBaseTransport | None = None,
         extra_executors: Iterable[Executor] = (),
+        meter_provider: Any = None,
     ) -> None:
+        """``meter_provider``: a host's OpenTelemetry ``MeterProvider`` to register the catalog's metrics
+        with (ignored when ``telemetry`` is given); without either, no metrics at all."""
         self.config = config
         self.vault = SecretVault()
         self.host_sources = frozenset(host_sources)
@@ -102,6 +109,12 @@ class ModelCatalog:
             LiteLLMExecutor(self.litellm_client, self.vault, self.observer),
             *self.kube.executors,
         ]
+        host_metrics = None
+        if telemetry is None and meter_provider is not None:
+            # Imported here: a host without metrics does not pay for the OpenTelemetry SDK's import.
+            from adapters.telemetry import Telemetry as OtelTelemetry
+
+            telemetry = host_metrics = OtelTelemetry(meter_provider=meter_provider)
         self.loop = CatalogLoop(
             config,
             executors,
@@ -112,6 +125,23 @@ class ModelCatalog:
             leading=leading,
         )
         self._ready = anyio.Event()
+        if host_metrics is not None:
+            self._bind_gauges(host_metrics)
+
+    def _bind_gauges(self, telemetry: OtelTelemetry) -> None:
+        """The gauges the library can answer (``model-catalog run`` adds its own: it owns more)."""
+        telemetry.bind_state()
+        self.kube.stats.listeners.append(telemetry.kube_stat)
+        queue = self.loop.queue
+        telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(queue.depth), {})])
+        telemetry.set_gauge(
+            "model_catalog_leader", lambda: [(1.0 if self.loop.state.control.leading else 0.0, {})]
+        )
+        stale = self.kube.stats.stale
+        telemetry.set_gauge(
+            "model_catalog_source_stale_seconds",
+            lambda: [(max(0.0, time.time() - since), {"watch": w}) for w, since in list(stale.items())],
+        )
 
     # --- running
     async def run(

@@ -1,0 +1,227 @@
+"""What embedding the catalog costs a synchronous host (issue 17): import time and resident memory.
+
+    .venv/bin/python -m bench.embed_cost [--runs 7]      # `just embed-cost`; ~2 min, needs no LiteLLM
+
+The host is a fresh venv holding only what ``requirements.lock`` pins plus this project (installed the
+way the Containerfile installs it): a host that had none of our dependencies. Each figure is the median
+of ``--runs`` fresh processes of a stand-in host that imports what the Magic Stick Operator's loop uses
+(json, ssl, urllib.request, threading), then:
+
+- ``bare``: nothing more;
+- ``import``: ``import model_catalog`` (timed with ``perf_counter``);
+- ``running``: a ``BlockingModelCatalog`` started against the real kube-apiserver peer (started here) and
+  the LiteLLM fake in a process of its own, ready, fed a few passes, then measured, then closed.
+
+RSS is ``VmRSS`` from ``/proc/self/status``. Writes ``bench/results/embed-cost.md`` and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results" / "embed-cost.md"
+
+HOST = r"""
+import json, os, ssl, sys, threading, time, urllib.request
+
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+mode = sys.argv[1]
+out = {"mode": mode}
+if mode in ("import", "running"):
+    began = time.perf_counter()
+    import model_catalog
+    out["import_s"] = time.perf_counter() - began
+if mode == "running":
+    from model_catalog import BlockingModelCatalog, CatalogConfig, SourceKind
+    config = CatalogConfig(namespace=os.environ["NAMESPACE"],
+                           appliance_namespace=os.environ["APPLIANCE_NAMESPACE"],
+                           litellm_base_url=os.environ["LITELLM_BASE_URL"])
+    with BlockingModelCatalog(config, litellm_master_key="sk-test", kubeconfig=os.environ["KUBECONFIG"],
+                              host_sources={SourceKind.MODEL_ACTIVATIONS}) as catalog:
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])  # a host source counts once the host listed it
+        assert catalog.wait_ready(60), "not ready"
+        for _ in range(10):
+            catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
+            catalog.view()
+            time.sleep(0.2)
+        out["threads_running"] = threading.active_count()
+        out["rss_kib"] = rss_kib()
+    out["threads_after_close"] = threading.active_count()
+else:
+    out["rss_kib"] = rss_kib()
+print(json.dumps(out))
+"""
+
+
+def _run(cmd: list[str], **kwargs: Any) -> None:
+    subprocess.run(cmd, check=True, **kwargs)
+
+
+def make_host_venv(where: Path) -> Path:
+    """A venv with the locked runtime dependencies and this project, as the Containerfile builds it."""
+    source = where / "source"
+    for name in ("model_catalog", "app", "adapters", "contracts", "catalog_core"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    venv = where / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    pip = [str(venv / "bin" / "pip"), "-q", "--disable-pip-version-check"]
+    _run([*pip, "install", "--require-hashes", "--no-deps", "-r", str(REPO / "requirements.lock")])
+    _run([*pip, "install", "--no-index", "--no-build-isolation", "--no-deps", str(source)])
+    return venv / "bin" / "python"
+
+
+def measure(python: Path, mode: str, runs: int, env: dict[str, str]) -> list[dict[str, Any]]:
+    answers = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [str(python), "-c", HOST, mode], env=env, capture_output=True, text=True, timeout=180, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{mode}: {done.stderr[-2000:]}")
+        answers.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return answers
+
+
+def import_time_by_package(python: Path, env: dict[str, str]) -> list[tuple[str, float]]:
+    """``-X importtime`` of ``import model_catalog``: each module's own time, summed by top-level package
+    (so nothing is counted twice), in seconds, largest first."""
+    done = subprocess.run(
+        [str(python), "-X", "importtime", "-c", "import model_catalog"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    totals: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own, _, name = line.removeprefix("import time:").split("|")
+        package = name.strip().split(".")[0]
+        totals[package] = totals.get(package, 0.0) + int(own) / 1e6
+    return sorted(totals.items(), key=lambda item: -item[1])
+
+
+def prepare_cluster(kubeconfig: str) -> tuple[str, str]:
+    import anyio
+
+    from tests.fixtures.kube_peer import create_namespace, install_crds, new_api_client
+
+    class Peer:
+        def __init__(self) -> None:
+            self.kubeconfig = Path(kubeconfig)
+
+    async def prepare() -> tuple[str, str]:
+        api = await new_api_client(Peer())  # type: ignore[arg-type]
+        try:
+            await install_crds(api)
+            return await create_namespace(api), await create_namespace(api, "mcsys")
+        finally:
+            await api.close()
+
+    return anyio.run(prepare)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    from bench.peers import start_kube
+
+    began = time.monotonic()
+    peer, starter = start_kube()
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "bench.fake_server"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = fake.stdout.readline().split()[1]  # type: ignore[union-attr]
+        namespace, appliance_namespace = prepare_cluster(str(peer.kubeconfig))
+        with tempfile.TemporaryDirectory(prefix="embed-cost-") as tmp:
+            python = make_host_venv(Path(tmp))
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "KUBECONFIG": str(peer.kubeconfig),
+                "NAMESPACE": namespace,
+                "APPLIANCE_NAMESPACE": appliance_namespace,
+                "LITELLM_BASE_URL": url,
+            }
+            results = {mode: measure(python, mode, args.runs, env) for mode in ("bare", "import", "running")}
+            by_package = import_time_by_package(python, env)
+    finally:
+        fake.stdin.close()  # type: ignore[union-attr]
+        fake.wait(10)
+        starter.stop()
+    report = render(results, by_package, args.runs, time.monotonic() - began)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(report)
+    print(report)
+
+
+def render(
+    results: dict[str, list[dict[str, Any]]], by_package: list[tuple[str, float]], runs: int, seconds: float
+) -> str:
+    def median(mode: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[mode])
+
+    bare = median("bare", "rss_kib")
+    imported = median("import", "rss_kib")
+    running = median("running", "rss_kib")
+    import_s = median("import", "import_s")
+    spread = sorted(r["import_s"] for r in results["import"])
+    threads = median("running", "threads_running")
+    after = max(r["threads_after_close"] for r in results["running"])
+    mib = 1024.0
+    return "\n".join(
+        [
+            "# The cost of embedding model-catalog in a synchronous host",
+            "",
+            f"`python -m bench.embed_cost --runs {runs}` on {platform.system()} {platform.machine()}, "
+            f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ({seconds:.0f} s). Medians of {runs} "
+            "fresh processes in a venv holding only requirements.lock and this project.",
+            "",
+            "| host | RSS | added to the bare host | import time |",
+            "|---|---|---|---|",
+            f"| bare (json, ssl, urllib.request, threading) | {bare / mib:.1f} MiB | — | — |",
+            f"| + `import model_catalog` | {imported / mib:.1f} MiB | +{(imported - bare) / mib:.1f} MiB | "
+            f"{import_s * 1000:.0f} ms (min {spread[0] * 1000:.0f}, max {spread[-1] * 1000:.0f}) |",
+            f"| + a running `BlockingModelCatalog` (ready, empty cluster) | {running / mib:.1f} MiB | "
+            f"+{(running - bare) / mib:.1f} MiB | — |",
+            "",
+            f"Threads while running: {threads:.0f} (the host's main thread, the catalog's loop thread and "
+            f"that loop's resolver threads); after close(): {after}.",
+            "",
+            "Where the import time goes (one `-X importtime` run, each module's own time summed by top-level "
+            "package): "
+            + ", ".join(f"{name} {own * 1000:.0f} ms" for name, own in by_package[:8])
+            + f"; total {sum(own for _, own in by_package) * 1000:.0f} ms.",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    main()
