@@ -13,6 +13,7 @@ import functools
 
 import attrs
 
+from catalog_core import damping as churn
 from catalog_core.commands import (
     READ_COMMANDS,
     Command,
@@ -123,6 +124,7 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     state = attrs.evolve(state, now=max(state.now, now))
     state = _due_retries(state)
+    state = _due_damped(state)
     wanted_before = state.derived.wanted_secrets
     state = _refresh_candidates(state)
     out = _Out(state)
@@ -141,6 +143,9 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
 def next_deadline(state: CatalogState) -> float | None:
     """When the next tick is due even if no event arrives: a retry's backoff ends or a probe is due."""
     times = [retry.not_before for retry in state.control.retries.values()]
+    damped = churn.next_due(state.damping, state.now)
+    if damped is not None:
+        times.append(damped)
     for record in state.health.values():
         times.append(
             record.probing_since + health_rules.PROBE_STUCK_SECONDS
@@ -176,6 +181,23 @@ def _due_retries(state: CatalogState) -> CatalogState:
     for key, retry in state.control.retries.items():
         if state.now >= retry.not_before:
             state = mark_key(state, key)
+    return state
+
+
+def _due_damped(state: CatalogState) -> CatalogState:
+    """Deferred writes whose key settled (or hit the cap) are planned again; so are rollouts and
+    template patches whose wait is over."""
+    damping = state.damping
+    if not damping.waiting and damping.wake_at is None and state.now < damping.sweep_at:
+        return state
+    damping, due = churn.due_keys(damping, state.now, churn.Windows.of(state.config))
+    if damping.wake_at is not None and state.now >= damping.wake_at:
+        damping = attrs.evolve(damping, wake_at=None)
+        state = attrs.evolve(state, pending=attrs.evolve(state.pending, rollouts=True, templates=True))
+    if damping is not state.damping:
+        state = attrs.evolve(state, damping=damping)
+    for key in due:
+        state = mark_key(state, key)
     return state
 
 
@@ -317,7 +339,7 @@ def _routes(out: _Out) -> None:
     touched_items = set(items) | set(marked(state.pending.records))
     logical = {logical_name(n) for n in names} | set(marked(state.pending.logical))
     for rid in sorted(ids):
-        out.emit(f"litellm/{rid}", litellm_command(out.state, rid))
+        _litellm(out, rid)
         for item in state.derived.by_id.get(rid, frozenset()):
             touched_items.add(item)
             logical.add(logical_name(state.derived.candidates[item].name))
@@ -352,6 +374,29 @@ def _routes(out: _Out) -> None:
             templates=p.templates or changed,
         ),
     )
+
+
+def _litellm(out: _Out, rid: str) -> None:
+    """The write of one LiteLLM row, unless it must wait for the row to settle (``damping``)."""
+    key = f"litellm/{rid}"
+    state = out.state
+    command = litellm_command(state, rid)
+    item = state.derived.winners.get(rid)
+    route = state.derived.candidates[item].route if item is not None else None
+    write = command.id if command is not None else churn.HELD
+    damping, go = churn.plan_write(
+        state.damping,
+        key,
+        desired=route.spec_hash if route is not None else churn.HELD,
+        write=write,
+        now=state.now,
+        w=churn.Windows.of(state.config),
+    )
+    if go:
+        damping = churn.written(damping, key, write, state.now)
+    if damping is not state.damping:
+        out.state = attrs.evolve(state, damping=damping)
+    out.emit(key, command if go else None)
 
 
 def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
@@ -401,6 +446,7 @@ def _catalog(out: _Out) -> None:
     cfg = state.config
     out.state = attrs.evolve(
         state,
+        damping=churn.catalog_rendered(state.damping, rendered.catalog_hash, state.now),
         pending=attrs.evolve(state.pending, catalog=False, rollouts=True),
         derived=attrs.evolve(
             state.derived,
@@ -446,12 +492,13 @@ def _catalog(out: _Out) -> None:
 def _templates(out: _Out) -> None:
     state = out.state
     cfg = state.config
-    if not state.pending.templates:
-        return
+    if not state.pending.templates or state.pending.catalog:
+        return  # patch onto the catalog about to stay (its hash is known once it is rendered)
     out.state = attrs.evolve(state, pending=attrs.evolve(state.pending, templates=False))
     if not cfg.agent_template_sync_enabled or not state.source(SourceKind.AGENT_TEMPLATES).known:
         return
     entries = list(state.derived.entries.values())
+    windows = churn.Windows.of(cfg)
     for name in sorted(state.cluster.templates):
         template = state.cluster.templates[name]
         if not is_target(template, cfg):
@@ -465,7 +512,7 @@ def _templates(out: _Out) -> None:
         patch = template_patch(template, entries, cfg)
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
-            out.emit(command.key, command)
+            _settled_emit(out, command, out.state.damping.desired_since, windows, "templates")
 
 
 def _rollouts(out: _Out) -> None:
@@ -489,6 +536,10 @@ def _rollouts(out: _Out) -> None:
             births = births.set(pod.uid, state.cluster.initial_catalog_hash or "")
     out.state = attrs.evolve(out.state, cluster=attrs.evolve(out.state.cluster, pod_birth=births))
     ns = state.config.namespace
+    now, windows = state.now, churn.Windows.of(state.config)
+    out.state = attrs.evolve(
+        out.state, damping=churn.catalog_written(out.state.damping, observed.catalog_hash, now)
+    )
     for target in targets(out.state):
         if target.current_hash == observed.catalog_hash:
             continue
@@ -496,4 +547,27 @@ def _rollouts(out: _Out) -> None:
             command: Command = EvictPod(ns, target.name, target.uid, observed.catalog_hash)
         else:
             command = RollWorkload(ns, target.kind, target.name, observed.catalog_hash)
-        out.emit(command.key, command)
+        _settled_emit(out, command, out.state.damping.stable_since, windows, "rollouts")
+
+
+def _settled_emit(out: _Out, command: Command, since: float, windows: churn.Windows, flag: str) -> None:
+    """Emit a rollout or template patch only onto a catalog stable since ``since`` for its window, at
+    most once per window per target; otherwise plan it again when it may go."""
+    state = out.state
+    current = state.control.inflight.get(command.key)
+    if current is not None and current.id == command.id:
+        return  # already on its way
+    wait = churn.may_act(state.damping, command.key, since, state.now, windows)
+    if wait is not None:
+        out.state = attrs.evolve(
+            state,
+            damping=churn.wake_later(state.damping, wait),
+            pending=(
+                attrs.evolve(state.pending, rollouts=True)
+                if flag == "rollouts"
+                else attrs.evolve(state.pending, templates=True)
+            ),
+        )
+        return
+    if out.emit(command.key, command):
+        out.state = attrs.evolve(out.state, damping=churn.acted(out.state.damping, command.key, state.now))
