@@ -47,7 +47,8 @@ class Damping:
     desired_hash: str = ""  # the rendered catalog's hash, which AgentTemplate patches wait on
     desired_since: float = 0.0
     last_done: PMap[float] = attrs.field(factory=empty)  # rollout / template key -> when last emitted
-    wake_at: float | None = None  # a rollout or template patch waits until then
+    wake_at: float | None = None  # a rollout, template patch or catalog write waits until then
+    catalog_held_since: float | None = None  # the catalog waits for deferred LiteLLM writes since then
     deferred_total: int = 0  # writes deferred (each wait counted once)
     cancelled_total: int = 0  # deferred writes no longer needed: the key returned to what LiteLLM holds
 
@@ -180,6 +181,24 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
 
 
 # --- rollouts and AgentTemplate patches
+
+
+def hold_catalog(damping: Damping, now: float, w: Windows) -> Damping:
+    """Hold the catalog write while LiteLLM writes wait for their rows to settle (it would be written
+    again once they go: the records of the rows flapping change it each time), but no longer than the
+    cap. ``catalog_held_since`` is set while held."""
+    if churning(damping):
+        since = damping.catalog_held_since if damping.catalog_held_since is not None else now
+        if now < since + w.cap:
+            held = (
+                damping
+                if since == damping.catalog_held_since
+                else attrs.evolve(damping, catalog_held_since=since)
+            )
+            return wake_later(held, since + w.cap)
+    if damping.catalog_held_since is None:
+        return damping
+    return attrs.evolve(damping, catalog_held_since=None)
 
 
 def catalog_written(damping: Damping, catalog_hash: str, now: float) -> Damping:

@@ -442,6 +442,11 @@ def _catalog(out: _Out) -> None:
         # LiteLLM writes in flight, or applied but not observed yet (LiteLLM fills in limits), will change
         # what is published: write the catalog once, after them.
         return
+    damping = churn.hold_catalog(state.damping, state.now, churn.Windows.of(state.config))
+    if damping is not state.damping:
+        out.state = state = attrs.evolve(state, damping=damping)
+    if damping.catalog_held_since is not None:
+        return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
     rendered = rendered_catalog(state)
     cfg = state.config
     out.state = attrs.evolve(

@@ -40,6 +40,7 @@ class Driver:
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
         self.commands: list[Command] = []
+        self.waiting: list[bool] = []
 
     @property
     def state(self) -> CatalogState:
@@ -52,6 +53,8 @@ class Driver:
             if not result.commands:
                 return
             self.commands.extend(result.commands)
+            # whether LiteLLM writes were waiting for their rows to settle when the command was planned
+            self.waiting.extend([bool(result.state.damping.waiting)] * len(result.commands))
             for command in result.commands:
                 for event in self.c.world.execute(command):
                     self.c.state = step(self.c.state, event).state
@@ -196,6 +199,9 @@ def test_a_burst_rolls_each_consumer_once_and_patches_the_template_once():
     assert sorted(x.key for x in rolls) == sorted({x.key for x in rolls})  # at most once each
     assert len(rolls) == 2  # the Deployment and the ownerless pod
     assert sum(isinstance(x, PatchAgentTemplate) for x in d.commands) <= 1
+    # the catalog is not written while LiteLLM writes wait for their rows to settle (within the cap)
+    catalog_writes = [w for x, w in zip(d.commands, d.waiting, strict=True) if isinstance(x, WriteCatalog)]
+    assert catalog_writes and not any(catalog_writes)
 
 
 # --- properties
