@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import CallbackOptions, Counter, Observation
+from opentelemetry.metrics import CallbackOptions, Counter, Meter, Observation
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import CollectorRegistry, generate_latest
 
+from catalog_core import damping as churn
 from catalog_core.commands import Command
 from catalog_core.events import (
     CommandCompleted,
@@ -145,6 +146,7 @@ class Telemetry:
             ),
         ):
             meter.create_observable_gauge(name, callbacks=[self._observer(name)], description=description)
+        self._damping_metrics(meter)
         self._state: CatalogState | None = None
         self._clock = clock
         provider = TracerProvider(resource=resource)
@@ -160,6 +162,33 @@ class Telemetry:
         self.tracer_provider = provider
         self._plan_context: dict[str, trace.SpanContext] = {}
         self.set_gauge("model_catalog_leader", lambda: [(0.0, {})])
+
+    def _damping_metrics(self, meter: Meter) -> None:
+        """Write economy under churn (issue 14), read from the core's state."""
+
+        def reading(
+            value: Callable[[CatalogState], int],
+        ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+            def observe(options: CallbackOptions) -> Iterable[Observation]:
+                return [Observation(value(self._state))] if self._state is not None else []
+
+            return observe
+
+        meter.create_observable_counter(
+            "model_catalog_writes_deferred",
+            callbacks=[reading(lambda s: s.damping.deferred_total)],
+            description="LiteLLM writes deferred because their row changed again soon after a write",
+        )
+        meter.create_observable_counter(
+            "model_catalog_writes_cancelled",
+            callbacks=[reading(lambda s: s.damping.cancelled_total)],
+            description="Deferred LiteLLM writes dropped: the row flapped back to what LiteLLM holds",
+        )
+        meter.create_observable_gauge(
+            "model_catalog_keys_damped",
+            callbacks=[reading(lambda s: churn.damped(s.damping, s.now, churn.Windows.of(s.config)))],
+            description="LiteLLM rows written or changed less than a settle window ago (their writes wait)",
+        )
 
     # --- gauges
     def _observer(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:

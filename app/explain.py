@@ -21,6 +21,7 @@ from typing import IO, Any
 import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogReadError
+from app.deferrals import deferral_lines
 from app.progress import LogProgress
 from app.replay import (
     EXIT_OK,
@@ -364,7 +365,7 @@ class Story:
     def follow(self, step: Step) -> Chapter | None:
         view = self._view(step)
         ids = view.ids() | self.view.ids()
-        said = changes(self.view, view)
+        said = changes(self.view, view) + deferral_lines(step.before, step.after, ids, step.commands)
         issued = tuple(
             (wire.COMMAND_TAGS[type(c)], describe_command(c), c)
             for c in step.commands

@@ -196,6 +196,21 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--identity", "POD_NAME", "this replica's Lease identity (the pod name)"),
     ("--max-concurrent-writes", "CATALOG_MAX_CONCURRENT_WRITES", "writes carried out at once (4)"),
     ("--catalog-min-write-interval", "CATALOG_MIN_WRITE_INTERVAL_SECONDS", "coalesce catalog writes (0.5 s)"),
+    (
+        "--litellm-settle-seconds",
+        "CATALOG_LITELLM_SETTLE_SECONDS",
+        "a LiteLLM row that changes again soon after a write is written once still this long (2; 0: off)",
+    ),
+    (
+        "--litellm-settle-cap-seconds",
+        "CATALOG_LITELLM_SETTLE_CAP_SECONDS",
+        "...but no later than this after its write was first deferred (10)",
+    ),
+    (
+        "--rollout-settle-seconds",
+        "CATALOG_ROLLOUT_SETTLE_SECONDS",
+        "roll consumers and patch AgentTemplates only onto a catalog stable this long, once per window (5)",
+    ),
     ("--event-log", "CATALOG_EVENT_LOG_PATH", "record the event log to this file (off)"),
     ("--event-log-max-bytes", "CATALOG_EVENT_LOG_MAX_BYTES", "rotate the event log at this size (4 MiB)"),
     (

@@ -592,30 +592,77 @@ def p3_idle(world: World, server: FakeServer, seconds: float, resync: float) -> 
     return result
 
 
-def p4_flaps(world: World, server: FakeServer, repeats: int, quiet: float) -> dict[str, Any]:
+class RealLiteLLM:
+    """The real LiteLLM peer as P4 sees it: its rows, read through the admin API."""
+
+    def __init__(self, base_url: str, master_key: str) -> None:
+        self.url, self.master_key = base_url, master_key
+        self._admin = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {master_key}"}, timeout=15
+        )
+
+    def ids(self) -> set[str]:
+        answer = self._admin.get("/model/info")
+        if answer.status_code == 500 and "not loaded" in answer.text:
+            return set()
+        answer.raise_for_status()
+        return {r["model_info"]["id"] for r in answer.json()["data"]}
+
+    def close(self) -> None:
+        self._admin.close()
+
+
+def litellm_requests(ctl: Controller) -> dict[str, int]:
+    """LiteLLM write requests the controller made, by row id: its event log's command outcomes (every
+    outcome is a request made; the log is not rotated during P4)."""
+    counts: dict[str, int] = {}
+    for path in sorted(ctl.event_log.parent.glob(ctl.event_log.name + "*")):
+        with path.open("rb") as f:
+            for line in f:
+                if b'"command-completed"' not in line or b'"litellm/' not in line:
+                    continue
+                event = json.loads(line).get("event") or {}
+                key = str(event.get("key", ""))
+                if event.get("t") == "command-completed" and key.startswith("litellm/"):
+                    rid = key.removeprefix("litellm/")
+                    counts[rid] = counts.get(rid, 0) + 1
+    return counts
+
+
+def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> dict[str, Any]:
     """1,000 readiness patches over 100 models as fast as the API server takes them (in rounds, so each
-    model's patches stay in order), then quiet. Half the models end as they began; the other half end
-    unready. Writes counted at the fake (per row) and by the controller's WriteCatalog count."""
-    fake = server.fake
+    model's patches stay in order), then quiet, on the real LiteLLM. Half the models end as they began;
+    the other half end unready. LiteLLM writes counted per row from the controller's event log; ConfigMap
+    writes, rollouts and AgentTemplate patches from its command counters."""
     n = 100
     assert world.models >= n
-    env = world.controller_env(server.url)
+    consumers(world)
+    # the event log on (unlike deploy/): it says which row each LiteLLM write went to
+    env = world.controller_env(
+        litellm.url,
+        litellm.master_key,
+        CATALOG_EVENT_LOG_PATH=str(world.work / "p4-events.jsonl"),
+        CATALOG_EVENT_LOG_MAX_BYTES=str(1 << 30),
+    )
     runs: list[dict[str, Any]] = []
     flapper = Kube(world.kubeconfig, threads=n)
+    ours = {row_id(i) for i in range(world.models)}
     with controller(world, "p4", env) as ctl:
-        ctl.wait_ready(120)
+        ctl.wait_ready(300)
         for _run in range(repeats):
             world.all_ready(range(n))
-            wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 120)
-            time.sleep(2)
+            wait_until(lambda: ours <= litellm.ids(), 600, "every row in LiteLLM", interval=1.0)
+            wait_until(lambda: ctl.metric("model_catalog_queue_depth") == 0, 120, "an empty queue")
+            wait_until(lambda: rolled(world), 120, "the consumer on the current catalog", interval=0.5)
+            time.sleep(12)  # every key and the catalog still for longer than the cap
             # group A (even): 10 flaps, ends ready (unchanged); group B (odd): 9 or 11, ends unready
             plan: dict[int, list[bool]] = {}
             for i in range(n):
                 count = 10 if i % 2 == 0 else (9 if i % 4 == 1 else 11)
                 plan[i] = [k % 2 == 1 for k in range(count)]  # 0, 1, 0, 1, ...
             assert sum(len(v) for v in plan.values()) == 1000
-            mark = len(fake.log)
-            cm_before = writes(ctl).get("WriteCatalog", 0.0)
+            requests_before = litellm_requests(ctl)
+            before = writes(ctl)
             rv_before = world.kube.configmap(world.namespace)["metadata"]["resourceVersion"]
             began = time.monotonic()
             # one thread per model: its patches stay in order, the models' patches interleave
@@ -627,44 +674,63 @@ def p4_flaps(world: World, server: FakeServer, repeats: int, quiet: float) -> di
             )
             flap_seconds = time.monotonic() - began
             changed = {row_id(i) for i in range(n) if i % 2 == 1}
-            expected_rows = world.models - len(changed)
-            wait_converged(world, ctl, lambda: len(fake.ids()), expected_rows, 120)
-            last = [time.monotonic()]
+            want = ours - changed
+            wait_until(lambda: litellm.ids() & ours == want, 120, "LiteLLM final rows", interval=0.5)
+            last = [time.monotonic(), dict(writes(ctl))]
 
             def quiet_for() -> bool:
-                if len(fake.log) > mark and fake.log[-1][0] > last[0]:
-                    last[0] = fake.log[-1][0]
+                now_writes = writes(ctl)
+                if now_writes != last[1] or ctl.metric("model_catalog_queue_depth") != 0:
+                    last[0], last[1] = time.monotonic(), now_writes
                 return time.monotonic() - last[0] >= quiet
 
-            wait_until(quiet_for, 120, "quiet")
+            wait_until(quiet_for, 180, "quiet", interval=0.5)
             ids = world.catalog_model_ids()
-            log = fake.log[mark:]
-            per_row: dict[str, int] = {}
-            for _, _, rid in log:
-                per_row[rid] = per_row.get(rid, 0) + 1
+            after = writes(ctl)
+            requests_after = litellm_requests(ctl)
+            per_row = {
+                rid: requests_after[rid] - requests_before.get(rid, 0)
+                for rid in requests_after
+                if requests_after[rid] != requests_before.get(rid, 0)
+            }
+
+            def delta(*kinds: str) -> float:
+                return sum(after.get(k, 0.0) - before.get(k, 0.0) for k in kinds)
+
             runs.append(
                 {
                     "flap_seconds": flap_seconds,
                     "patches": 1000,
                     "models_changed": len(changed),
-                    "litellm_writes": len(log),
+                    "litellm_writes": sum(per_row.values()),
                     "litellm_writes_changed_models": sum(v for k, v in per_row.items() if k in changed),
                     "litellm_writes_unchanged_models": sum(v for k, v in per_row.items() if k not in changed),
                     "max_writes_one_model": max(per_row.values(), default=0),
-                    "configmap_writes": writes(ctl).get("WriteCatalog", 0.0) - cm_before,
+                    "litellm_writes_counted_by_controller": delta(
+                        "CreateLiteLLMModel",
+                        "UpdateLiteLLMModel",
+                        "RecreateLiteLLMModel",
+                        "DeleteLiteLLMModel",
+                    ),
+                    "configmap_writes": delta("WriteCatalog"),
+                    "rollouts": delta("RollWorkload", "EvictPod"),
+                    "consumers": 1,
+                    "agent_template_patches": delta("PatchAgentTemplate"),
+                    "writes_deferred": ctl.metric("model_catalog_writes_deferred_total"),
+                    "writes_cancelled": ctl.metric("model_catalog_writes_cancelled_total"),
                     "configmap_rv_changed": world.kube.configmap(world.namespace)["metadata"][
                         "resourceVersion"
                     ]
                     != rv_before,
-                    "final_rows_correct": set(fake.ids())
-                    == {row_id(i) for i in range(world.models)} - changed,
+                    "final_rows_correct": litellm.ids() & ours == want,
                     "final_catalog_correct": ids is not None
                     and not ids & {model_name(i) for i in range(n) if i % 2 == 1}
                     and {model_name(i) for i in range(0, n, 2)} <= ids,
+                    "consumer_on_final_catalog": rolled(world),
                 }
             )
         world.all_ready(range(n))
-        wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 120)
+        wait_until(lambda: ours <= litellm.ids(), 600, "every row back", interval=1.0)
     flapper.close()
     return {"runs": runs}
 

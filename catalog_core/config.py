@@ -49,6 +49,12 @@ class CatalogConfig:
     openclaw_tools_profile: str = "coding"
     # The Secret that holds LiteLLM's master key (behaviour §1.5): never handed out as a provider key.
     litellm_master_key_secret: str = "litellm-masterkey-secret"
+    # Write economy under churn (issue 14): a LiteLLM row that changes again soon after a write waits
+    # until it has been still this long, but no longer than the cap; consumers roll (and AgentTemplates
+    # are patched) only onto a catalog that has been stable for its own window.
+    litellm_settle_seconds: float = 2.0
+    litellm_settle_cap_seconds: float = 10.0
+    rollout_settle_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
@@ -94,7 +100,20 @@ class CatalogConfig:
             "litellm_master_key_secret": reader.dns(
                 "LITELLM_MASTER_KEY_SECRET_NAME", d.litellm_master_key_secret, _DNS_SUBDOMAIN
             ),
+            "litellm_settle_seconds": reader.seconds(
+                "CATALOG_LITELLM_SETTLE_SECONDS", d.litellm_settle_seconds
+            ),
+            "litellm_settle_cap_seconds": reader.seconds(
+                "CATALOG_LITELLM_SETTLE_CAP_SECONDS", d.litellm_settle_cap_seconds
+            ),
+            "rollout_settle_seconds": reader.seconds(
+                "CATALOG_ROLLOUT_SETTLE_SECONDS", d.rollout_settle_seconds
+            ),
         }
+        if values["litellm_settle_cap_seconds"] < values["litellm_settle_seconds"]:
+            reader.fail_once(
+                "CATALOG_LITELLM_SETTLE_CAP_SECONDS", "must be at least CATALOG_LITELLM_SETTLE_SECONDS"
+            )
         if reader.error is not None:
             return reader.error
         return cls(**values)
@@ -120,6 +139,9 @@ class CatalogConfig:
             "AGENT_TEMPLATE_NAMES": ",".join(self.agent_template_names),
             "CATALOG_RUNTIME_HEALTH_SECONDS": str(self.runtime_health_seconds),
             "LITELLM_MASTER_KEY_SECRET_NAME": self.litellm_master_key_secret,
+            "CATALOG_LITELLM_SETTLE_SECONDS": f"{self.litellm_settle_seconds:g}",
+            "CATALOG_LITELLM_SETTLE_CAP_SECONDS": f"{self.litellm_settle_cap_seconds:g}",
+            "CATALOG_ROLLOUT_SETTLE_SECONDS": f"{self.rollout_settle_seconds:g}",
         }
 
 
@@ -172,6 +194,23 @@ class _Reader:
             self._fail(name, f"must be an integer >= {minimum}, got {value!r}")
             return default
         return int(value)
+
+    def fail_once(self, name: str, message: str) -> None:
+        self._fail(name, message)
+
+    def seconds(self, name: str, default: float, limit: float = 3600.0) -> float:
+        """A duration in seconds, 0 to ``limit``, decimals allowed."""
+        value = self._raw(name)
+        if value is None:
+            return default
+        try:
+            number = float(value) if value.isascii() else -1.0
+        except ValueError:
+            number = -1.0
+        if not 0.0 <= number <= limit:  # also refuses nan and inf
+            self._fail(name, f"must be a number of seconds from 0 to {limit:g}, got {value!r}")
+            return default
+        return number
 
     def boolean(self, name: str, default: bool) -> bool:
         value = self._raw(name)

@@ -14,6 +14,7 @@ from typing import assert_never
 
 import attrs
 
+from catalog_core import damping as churn
 from catalog_core import registry
 from catalog_core.commands import (
     READ_COMMANDS,
@@ -135,6 +136,7 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     state = attrs.evolve(state, now=max(state.now, now))
     state = _due_retries(state)
+    state = _due_damped(state)
     wanted_before = state.derived.wanted_secrets
     state = _refresh_candidates(state)
     out = _Out(state)
@@ -153,6 +155,9 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
 def next_deadline(state: CatalogState) -> float | None:
     """When the next tick is due even if no event arrives: a retry's backoff ends or a probe is due."""
     times = [retry.not_before for retry in state.control.retries.values()]
+    damped = churn.next_due(state.damping, state.now)
+    if damped is not None:
+        times.append(damped)
     for record in state.health.values():
         times.append(
             record.probing_since + health_rules.PROBE_STUCK_SECONDS
@@ -188,6 +193,23 @@ def _due_retries(state: CatalogState) -> CatalogState:
     for key, retry in state.control.retries.items():
         if state.now >= retry.not_before:
             state = mark_key(state, key)
+    return state
+
+
+def _due_damped(state: CatalogState) -> CatalogState:
+    """Deferred writes whose key settled (or hit the cap) are planned again; so are rollouts and
+    template patches whose wait is over."""
+    damping = state.damping
+    if not damping.waiting and damping.wake_at is None and state.now < damping.sweep_at:
+        return state
+    damping, due = churn.due_keys(damping, state.now, churn.Windows.of(state.config))
+    if damping.wake_at is not None and state.now >= damping.wake_at:
+        damping = attrs.evolve(damping, wake_at=None)
+        state = attrs.evolve(state, pending=attrs.evolve(state.pending, rollouts=True, templates=True))
+    if damping is not state.damping:
+        state = attrs.evolve(state, damping=damping)
+    for key in due:
+        state = mark_key(state, key)
     return state
 
 
@@ -339,7 +361,7 @@ def _routes(out: _Out) -> None:
     touched_items = set(items) | set(marked(state.pending.records))
     logical = {logical_name(n) for n in names} | set(marked(state.pending.logical))
     for rid in sorted(ids):
-        out.emit(litellm_key(rid), litellm_command(out.state, rid))
+        _litellm(out, rid)
         for item in state.derived.by_id.get(rid, frozenset()):
             touched_items.add(item)
             logical.add(logical_name(state.derived.candidates[item].name))
@@ -374,6 +396,29 @@ def _routes(out: _Out) -> None:
             templates=p.templates or changed,
         ),
     )
+
+
+def _litellm(out: _Out, rid: str) -> None:
+    """The write of one LiteLLM row, unless it must wait for the row to settle (``damping``)."""
+    key = litellm_key(rid)
+    state = out.state
+    command = litellm_command(state, rid)
+    item = state.derived.winners.get(rid)
+    route = state.derived.candidates[item].route if item is not None else None
+    write = command.id if command is not None else churn.HELD
+    damping, go = churn.plan_write(
+        state.damping,
+        key,
+        desired=route.spec_hash if route is not None else churn.HELD,
+        write=write,
+        now=state.now,
+        w=churn.Windows.of(state.config),
+    )
+    if go:
+        damping = churn.written(damping, key, write, state.now)
+    if damping is not state.damping:
+        out.state = attrs.evolve(state, damping=damping)
+    out.emit(key, command if go else None)
 
 
 def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
@@ -419,10 +464,16 @@ def _catalog(out: _Out) -> None:
         # LiteLLM writes in flight, or applied but not observed yet (LiteLLM fills in limits), will change
         # what is published: write the catalog once, after them.
         return
+    damping = churn.hold_catalog(state.damping, state.now, churn.Windows.of(state.config))
+    if damping is not state.damping:
+        out.state = state = attrs.evolve(state, damping=damping)
+    if damping.catalog_held_since is not None:
+        return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
     rendered = rendered_catalog(state)
     cfg = state.config
     out.state = attrs.evolve(
         state,
+        damping=churn.catalog_rendered(state.damping, rendered.catalog_hash, state.now),
         pending=attrs.evolve(state.pending, catalog=False, rollouts=True),
         derived=attrs.evolve(
             state.derived,
@@ -468,12 +519,13 @@ def _catalog(out: _Out) -> None:
 def _templates(out: _Out) -> None:
     state = out.state
     cfg = state.config
-    if not state.pending.templates:
-        return
+    if not state.pending.templates or state.pending.catalog:
+        return  # patch onto the catalog about to stay (its hash is known once it is rendered)
     out.state = attrs.evolve(state, pending=attrs.evolve(state.pending, templates=False))
     if not cfg.agent_template_sync_enabled or not state.source(SourceKind.AGENT_TEMPLATES).known:
         return
     entries = list(state.derived.entries.values())
+    windows = churn.Windows.of(cfg)
     for name in sorted(state.cluster.templates):
         template = state.cluster.templates[name]
         if not is_target(template, cfg):
@@ -487,7 +539,7 @@ def _templates(out: _Out) -> None:
         patch = template_patch(template, entries, cfg)
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
-            out.emit(command.key, command)
+            _settled_emit(out, command, out.state.damping.desired_since, windows, "templates")
 
 
 def _rollouts(out: _Out) -> None:
@@ -511,6 +563,10 @@ def _rollouts(out: _Out) -> None:
             births = births.set(pod.uid, state.cluster.initial_catalog_hash or "")
     out.state = attrs.evolve(out.state, cluster=attrs.evolve(out.state.cluster, pod_birth=births))
     ns = state.config.namespace
+    now, windows = state.now, churn.Windows.of(state.config)
+    out.state = attrs.evolve(
+        out.state, damping=churn.catalog_written(out.state.damping, observed.catalog_hash, now)
+    )
     for target in targets(out.state):
         if target.current_hash == observed.catalog_hash:
             continue
@@ -518,4 +574,27 @@ def _rollouts(out: _Out) -> None:
             command: Command = EvictPod(ns, target.name, target.uid, observed.catalog_hash)
         else:
             command = RollWorkload(ns, target.kind, target.name, observed.catalog_hash)
-        out.emit(command.key, command)
+        _settled_emit(out, command, out.state.damping.stable_since, windows, "rollouts")
+
+
+def _settled_emit(out: _Out, command: Command, since: float, windows: churn.Windows, flag: str) -> None:
+    """Emit a rollout or template patch only onto a catalog stable since ``since`` for its window, at
+    most once per window per target; otherwise plan it again when it may go."""
+    state = out.state
+    current = state.control.inflight.get(command.key)
+    if current is not None and current.id == command.id:
+        return  # already on its way
+    wait = churn.may_act(state.damping, command.key, since, state.now, windows)
+    if wait is not None:
+        out.state = attrs.evolve(
+            state,
+            damping=churn.wake_later(state.damping, wait),
+            pending=(
+                attrs.evolve(state.pending, rollouts=True)
+                if flag == "rollouts"
+                else attrs.evolve(state.pending, templates=True)
+            ),
+        )
+        return
+    if out.emit(command.key, command):
+        out.state = attrs.evolve(out.state, damping=churn.acted(out.state.damping, command.key, state.now))

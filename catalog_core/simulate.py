@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from catalog_core import damping
 from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
@@ -236,7 +237,13 @@ def converge(
             commands.extend(result.commands)  # a Ticked among the given events plans too
         pending = []
         if not commands:
-            return state, emitted, now
+            # A write, rollout or template patch waiting for its key or the catalog to settle is due
+            # later: the world waits for it as the service would.
+            held = damping.waiting_until(state.damping)
+            if held is None:
+                return state, emitted, now
+            now = max(now + seconds_per_round, held)
+            continue
         emitted.extend(commands)
         settled = all(
             isinstance(c, ProbeRuntime) and probed.get(c.runtime, 0) >= FAILURES_TO_WITHDRAW for c in commands

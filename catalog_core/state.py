@@ -14,6 +14,7 @@ import attrs
 
 from catalog_core.commands import ApiKeyRef, Command
 from catalog_core.config import CatalogConfig
+from catalog_core.damping import Damping
 from catalog_core.events import SourceKind
 from catalog_core.jsonval import Json
 from catalog_core.pmap import PMap, empty
@@ -310,6 +311,7 @@ class CatalogState:
     derived: Derived = Derived()
     pending: Pending = Pending()
     control: Control = Control()
+    damping: Damping = attrs.field(factory=Damping)  # writes waiting for their key to settle (issue 14)
 
     def source(self, kind: SourceKind) -> SourceState:
         return self.sources.get(kind.value) or SourceState()

@@ -178,7 +178,9 @@ async def _settle(loop: CatalogLoop, seconds: float = 3.0) -> None:
 async def test_loop_converges_and_then_stays_quiet():
     world = SimulatedWorld()
     executor = SimulatedExecutor(world)
-    loop = CatalogLoop(CatalogConfig(), [executor])
+    # short settle windows: a row written at start-up that flaps waits for them (issue 14)
+    config = CatalogConfig(litellm_settle_seconds=0.2, litellm_settle_cap_seconds=1.0)
+    loop = CatalogLoop(config, [executor])
     async with anyio.create_task_group() as tg:
         await tg.start(loop.run)
         await _start_loop(loop, world, [b.kubeai_model("llama"), b.kubeai_model("qwen")])
@@ -195,6 +197,8 @@ async def test_loop_converges_and_then_stays_quiet():
         before = len(world.writes)
         for i in range(51):
             await loop.send(ObjectUpserted(SourceKind.KUBEAI_MODELS, b.kubeai_model("qwen", ready=i % 2)))
+        await _settle(loop)
+        await anyio.sleep(0.5)  # the deferred write goes once the row has been still for 0.2 s
         await _settle(loop)
         assert "ai-appliance-kubeai-qwen" not in world.rows  # the last event (i=50) said not ready
         litellm_writes = [w for w in world.writes[before:] if not isinstance(w, WriteCatalog)]

@@ -263,7 +263,12 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
         # consumers: rolled exactly once (entries gain routes, so the hash changed), restart annotations kept
         new_hash = world.catalog()["AI_APPLIANCE_MODEL_CATALOG_HASH"]
         assert new_hash != old_hash
-        assert generations(world) == {name: g + 1 for name, g in gens_before.items()}
+        # a rollout waits for the catalog to be stable for its window (issue 14)
+        wait_for(
+            lambda: generations(world) == {name: g + 1 for name, g in gens_before.items()},
+            timeout=30,
+            what="each consumer rolled",
+        )
         for name in CONSUMERS:
             annotations = template_annotations(world, name)
             assert annotations["ai-appliance.io/catalog-hash"] == new_hash
@@ -281,6 +286,7 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
         second = world.controller("restart")
         second.wait_ready()
         settled(world, second)
+        time.sleep(6)  # longer than the rollout window: a rollout would have been planned by now
         assert litellm_writes(second) == Counter()
         assert not [c for c in commands(second) if c["t"] in ("workload-roll", "pod-evict", "catalog-write")]
         assert generations(world) == gens_now
@@ -336,6 +342,7 @@ def test_upgrade_with_an_unchanged_catalog_rolls_nobody(
         controller.wait_ready()
         wait_for(lambda: "routes.json" in world.catalog(), timeout=60, what="our first catalog")
         settled(world, controller)
+        time.sleep(6)  # longer than the rollout window: a rollout would have been planned by now
         written = world.catalog()
         assert {k: written[k] for k in old} == old  # every key today's consumers read: the same bytes
         assert generations(world) == gens_before

@@ -39,18 +39,18 @@ STALE = "examples/event-log.jsonl is stale: regenerate it with .venv/bin/python 
 def test_the_example_replays_identically(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, "replay", str(example_log), "--verify")
     assert code == 0, f"{out}\n{STALE} (if the fold's behaviour changed on purpose)"
-    assert out.startswith(f"verified {example_log}: 119 events (seq 1..142), 41 commands and 2 snapshots")
+    assert out.startswith(f"verified {example_log}: 111 events (seq 1..130), 39 commands and 2 snapshots")
 
 
 def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _cli(capsys, "replay", str(example_log))
     assert code == 0
     lines = out.splitlines()
-    assert len(lines) == 41
-    assert "60 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
+    assert len(lines) == 39
+    assert "56 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
     assert "kubernetes-event Warning on ConfigMap ai/ai-external-models: InvalidJSON" in out
-    assert any(line.startswith("119 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
-    assert "replayed 119 events (seq 1..142): 41 commands" in err
+    assert any(line.startswith("109 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
+    assert "replayed 111 events (seq 1..130): 39 commands" in err
 
 
 def test_replay_json_is_byte_for_byte_what_was_recorded(
@@ -100,7 +100,7 @@ def test_explain_tells_the_story_of_a_withdrawn_runtime(
     assert published < failed < deleted
     assert sum("probe of phi-4-mini-freetoken: unhealthy (HTTP 503" in line for line in story[:failed]) == 2
     assert "catalog entry removed" in out
-    assert "final state (after seq 142): not published" in out
+    assert "final state (after seq 130): not published" in out
     assert "why: HealthCheckFailed: its runtime failed two health probes in a row" in out
 
 
@@ -182,7 +182,7 @@ def test_an_older_version_with_a_migration_is_replayed(
     ("damage", "message"),
     [
         (lambda lines: lines.__setitem__(40, lines[40][:55] + b"\n"), r":41: not JSON \("),
-        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":143: not JSON .* the record is cut short"),
+        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":131: not JSON .* the record is cut short"),
         (
             lambda lines: lines.__setitem__(30, lines[30].replace(b'"k":"event"', b'"k":"evnt"')),
             r":31: unknown record kind 'evnt'",

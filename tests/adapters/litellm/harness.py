@@ -91,6 +91,11 @@ def secret_object(
     }
 
 
+# These scenarios prove one write per change against LiteLLM, with changes a tick apart on a still
+# clock: the settle windows (issue 14, proven in tests/core/test_write_damping.py) are off here.
+_NO_DAMPING = CatalogConfig(litellm_settle_seconds=0.0, litellm_settle_cap_seconds=0.0)
+
+
 @attrs.define
 class Harness:
     peer: Peer
@@ -116,7 +121,7 @@ class Harness:
         vault = SecretVault()
         observer = LiteLLMObserver(client, resync_seconds=30.0)
         executor = LiteLLMExecutor(client, vault, observer)
-        harness = cls(peer, client, vault, observer, executor, initial_state(config or CatalogConfig()))
+        harness = cls(peer, client, vault, observer, executor, initial_state(config or _NO_DAMPING))
         harness._send, harness._receive = anyio.create_memory_object_stream[Event](100)
         return harness
 

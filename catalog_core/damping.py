@@ -1,0 +1,268 @@
+"""Write economy under churn (issue 14): a key that keeps changing is written once it settles.
+
+A LiteLLM row whose desired value changes after it has been still goes out at once (P1). One that
+changes again while it is *damped* (written or changed less than a settle window ago) waits until
+its desired value has been still for the settle window, or until the cap has passed since the write
+was first deferred, so a key that never settles is still written at that rate. Two writes of a key
+are always a settle window apart. A change back to what LiteLLM holds needs no write: the deferred
+one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a catalog that has been
+stable for its own settle window, at most once per window each.
+
+Pure: time is the ``now`` of the tick; every decision is a function of the state and that ``now``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from catalog_core.config import CatalogConfig
+from catalog_core.pmap import PMap, empty
+
+HELD = ""  # the "write" of a key whose target already holds what is wanted
+
+
+@attrs.frozen
+class KeyChurn:
+    """One damped key: its desired value, when that last changed, and its writes."""
+
+    desired: str  # a token of the desired value ("" when nothing is wanted)
+    changed_at: float
+    written: str = HELD  # id of the last write emitted for the key
+    written_at: float = float("-inf")
+    deferred_since: float | None = None  # a write is waiting for the key to settle
+    # The first deferral since the last write: the cap runs from it, through cancellations, so a key
+    # that flaps for ever is still written at the cap's rate.
+    unsettled_since: float | None = None
+
+
+@attrs.frozen
+class Damping:
+    # "litellm/<id>" -> its churn. A key still for a settle window is treated as new, and forgotten at
+    # the next sweep (so a tick costs O(keys with a deferred write), not O(keys written lately)).
+    keys: PMap[KeyChurn] = attrs.field(factory=empty)
+    waiting: PMap[float] = attrs.field(factory=empty)  # key with a deferred write -> when it is due
+    sweep_at: float = 0.0
+    stable_hash: str = ""  # the written catalog's hash, which rollouts wait on
+    stable_since: float = 0.0
+    desired_hash: str = ""  # the rendered catalog's hash, which AgentTemplate patches wait on
+    desired_since: float = 0.0
+    last_done: PMap[float] = attrs.field(factory=empty)  # rollout / template key -> when last emitted
+    wake_at: float | None = None  # a rollout, template patch or catalog write waits until then
+    catalog_held_since: float | None = None  # the catalog waits for deferred LiteLLM writes since then
+    deferred_total: int = 0  # writes deferred (each wait counted once)
+    cancelled_total: int = 0  # deferred writes no longer needed: the key returned to what LiteLLM holds
+
+
+@attrs.frozen
+class Windows:
+    """The settle windows, in seconds (``CatalogConfig``)."""
+
+    settle: float
+    cap: float
+    rollout: float
+
+    @classmethod
+    def of(cls, config: CatalogConfig) -> Windows:
+        return cls(
+            config.litellm_settle_seconds, config.litellm_settle_cap_seconds, config.rollout_settle_seconds
+        )
+
+
+def plan_write(
+    damping: Damping, key: str, *, desired: str, write: str, now: float, w: Windows
+) -> tuple[Damping, bool]:
+    """Whether the write ``write`` (``HELD``: none needed) for ``key`` may be emitted now.
+
+    ``desired`` identifies the value wanted for the key; a change of it restarts the settle window.
+    """
+    entry = damping.keys.get(key)
+    if entry is None or (entry.deferred_since is None and _still(entry, now, w)):
+        if write == HELD or w.settle <= 0:
+            return damping, write != HELD
+        # A still key: its first change goes out at once; it stays damped for a settle window.
+        entry = KeyChurn(desired, now)
+        return attrs.evolve(damping, keys=damping.keys.set(key, entry)), True
+    still = _still(entry, now, w)
+    if desired != entry.desired:
+        entry = attrs.evolve(entry, desired=desired, changed_at=now)
+    if write == HELD:
+        cancelled = entry.deferred_since is not None
+        entry = attrs.evolve(entry, deferred_since=None)
+        return _with(damping, key, entry, w, cancelled=int(cancelled)), False
+    if write == entry.written:
+        # Already emitted: in flight, applied, or backing off; the planner's bookkeeping decides.
+        return _with(damping, key, entry, w), True
+    if still and entry.deferred_since is None:
+        return _with(damping, key, entry, w), True
+    since = entry.deferred_since if entry.deferred_since is not None else now
+    first = entry.unsettled_since if entry.unsettled_since is not None else now
+    entry = attrs.evolve(entry, deferred_since=since, unsettled_since=first)
+    if now >= write_due(entry, w):
+        return _with(damping, key, entry, w), True
+    return _with(damping, key, entry, w, deferred=int(since == now)), False
+
+
+def _still(entry: KeyChurn, now: float, w: Windows) -> bool:
+    return now - entry.changed_at >= w.settle and now - entry.written_at >= w.settle
+
+
+def written(damping: Damping, key: str, write: str, now: float) -> Damping:
+    """The planner emitted ``write`` for ``key``."""
+    entry = damping.keys.get(key)
+    if entry is None:
+        return damping
+    entry = attrs.evolve(entry, written=write, written_at=now, deferred_since=None, unsettled_since=None)
+    waiting = damping.waiting.delete(key) if key in damping.waiting else damping.waiting
+    return attrs.evolve(damping, keys=damping.keys.set(key, entry), waiting=waiting)
+
+
+def write_due(entry: KeyChurn, w: Windows) -> float:
+    """When a deferred write may go: still for the settle window, or the cap reached; and a settle
+    window after the key's last write."""
+    assert entry.unsettled_since is not None
+    return max(entry.written_at + w.settle, min(entry.changed_at + w.settle, entry.unsettled_since + w.cap))
+
+
+SWEEP_EVERY = 60.0  # seconds between two sweeps of the keys that are still
+
+
+def due_keys(damping: Damping, now: float, w: Windows) -> tuple[Damping, list[str]]:
+    """Keys whose deferred write is due (to plan again); now and then, the keys that are still are
+    forgotten."""
+    due = [key for key, at in damping.waiting.items() if now >= at]
+    if now >= damping.sweep_at:
+        keys = damping.keys
+        for key, entry in damping.keys.items():
+            if entry.deferred_since is None and _still(entry, now, w):
+                keys = keys.delete(key)
+        damping = attrs.evolve(damping, keys=keys, sweep_at=now + SWEEP_EVERY)
+    return damping, due
+
+
+def next_due(damping: Damping, after: float) -> float | None:
+    """When the next deferred write, or a waiting rollout or template patch, is due after the tick at
+    ``after`` (which planned what was due by then: a write it could not plan stays marked for the next
+    tick, and is no reason to tick again at once)."""
+    times = [t for t in damping.waiting.values() if t > after]
+    if damping.wake_at is not None and damping.wake_at > after:
+        times.append(damping.wake_at)
+    return min(times) if times else None
+
+
+def waiting_until(damping: Damping) -> float | None:
+    """When the next write, rollout or template patch held back by damping may go (None: none is)."""
+    times = list(damping.waiting.values())
+    if damping.wake_at is not None:
+        times.append(damping.wake_at)
+    return min(times) if times else None
+
+
+def damped(damping: Damping, now: float, w: Windows) -> int:
+    """Keys written or changed less than a settle window ago, or with a write waiting."""
+    return sum(1 for e in damping.keys.values() if e.deferred_since is not None or not _still(e, now, w))
+
+
+def churning(damping: Damping) -> bool:
+    """Some LiteLLM write is waiting for its key to settle: the catalog it leads to is not final yet."""
+    return bool(damping.waiting)
+
+
+def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
+    """Why a write waits, in words (``explain``, the route's record)."""
+    due = write_due(entry, w)
+    if entry.unsettled_since is not None and due == entry.unsettled_since + w.cap:
+        why = f"it keeps changing; written at the {w.cap:g} s cap"
+    else:
+        why = (
+            f"it changed again within {w.settle:g} s of its last change or write; "
+            f"written once still for {w.settle:g} s"
+        )
+    return f"write deferred: {why} (due in {max(0.0, due - now):.1f} s)"
+
+
+# --- rollouts and AgentTemplate patches
+
+
+def hold_catalog(damping: Damping, now: float, w: Windows) -> Damping:
+    """Hold the catalog write while LiteLLM writes wait for their rows to settle (it would be written
+    again once they go: the records of the rows flapping change it each time), but no longer than the
+    cap. ``catalog_held_since`` is set while held."""
+    if churning(damping):
+        since = damping.catalog_held_since if damping.catalog_held_since is not None else now
+        if now < since + w.cap:
+            held = (
+                damping
+                if since == damping.catalog_held_since
+                else attrs.evolve(damping, catalog_held_since=since)
+            )
+            return wake_later(held, since + w.cap)
+    if damping.catalog_held_since is None:
+        return damping
+    return attrs.evolve(damping, catalog_held_since=None)
+
+
+def catalog_written(damping: Damping, catalog_hash: str, now: float) -> Damping:
+    """Track since when the written catalog has had this hash."""
+    if catalog_hash == damping.stable_hash:
+        return damping
+    return attrs.evolve(damping, stable_hash=catalog_hash, stable_since=now, last_done=_recent(damping, now))
+
+
+def catalog_rendered(damping: Damping, catalog_hash: str, now: float) -> Damping:
+    """Track since when the rendered (desired) catalog has had this hash."""
+    if catalog_hash == damping.desired_hash:
+        return damping
+    return attrs.evolve(damping, desired_hash=catalog_hash, desired_since=now)
+
+
+def settled_at(since: float, damping: Damping, w: Windows) -> float:
+    """When a catalog stable since ``since`` may be acted on: after the rollout window, and after the
+    LiteLLM writes still waiting for their keys to settle (they would change it again), up to the cap."""
+    at = since + w.rollout
+    if churning(damping):
+        at = max(at, min(since + w.cap, *damping.waiting.values()))
+    return at
+
+
+def may_act(damping: Damping, key: str, since: float, now: float, w: Windows) -> float | None:
+    """None when ``key`` (a rollout or a template patch) may act now on a catalog stable since
+    ``since``, else when it may: at most once per rollout window per key."""
+    at = max(settled_at(since, damping, w), damping.last_done.get(key, float("-inf")) + w.rollout)
+    return None if now >= at else at
+
+
+def acted(damping: Damping, key: str, now: float) -> Damping:
+    return attrs.evolve(damping, last_done=damping.last_done.set(key, now))
+
+
+def wake_later(damping: Damping, at: float | None) -> Damping:
+    """Remember the earliest time a rollout or patch that waits may go (``None``: nothing waits)."""
+    if at is None or (damping.wake_at is not None and damping.wake_at <= at):
+        return damping
+    return attrs.evolve(damping, wake_at=at)
+
+
+def _recent(damping: Damping, now: float) -> PMap[float]:
+    """Forget when keys last acted once that no longer limits them (any window is below an hour)."""
+    last = damping.last_done
+    for key, at in damping.last_done.items():
+        if now - at > 3600.0:
+            last = last.delete(key)
+    return last
+
+
+def _with(
+    damping: Damping, key: str, entry: KeyChurn, w: Windows, *, deferred: int = 0, cancelled: int = 0
+) -> Damping:
+    waiting = damping.waiting
+    if entry.deferred_since is not None:
+        waiting = waiting.set(key, write_due(entry, w))
+    elif key in waiting:
+        waiting = waiting.delete(key)
+    return attrs.evolve(
+        damping,
+        keys=damping.keys.set(key, entry),
+        waiting=waiting,
+        deferred_total=damping.deferred_total + deferred,
+        cancelled_total=damping.cancelled_total + cancelled,
+    )
