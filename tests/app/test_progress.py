@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -34,6 +35,25 @@ def long_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("progress") / "long.jsonl"
     path.write_text("\n".join(lines + ticks) + "\n")
     return path
+
+
+@pytest.fixture(scope="module")
+def example_counts() -> tuple[int, int, int]:
+    """(events, last seq, commands) of the example log alone, as replay reports them: the long log adds
+    TICKS events and nothing else (its counts are pinned once, in tests/eventlog/test_cli.py)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "replay", str(EXAMPLE)],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found = re.fullmatch(r"replayed (\d+) events \(seq 1\.\.(\d+)\): (\d+) commands\n", done.stderr)
+    assert found is not None, done.stderr
+    events, seq, commands = (int(g) for g in found.groups())
+    return events, seq, commands
 
 
 def _env() -> dict[str, str]:
@@ -68,13 +88,13 @@ def _on_a_terminal(*args: str) -> tuple[int, str, str]:
     return proc.wait(60), out, seen.decode(errors="replace")
 
 
-def test_replay_draws_a_bar_on_a_terminal(long_log: Path) -> None:
+def test_replay_draws_a_bar_on_a_terminal(long_log: Path, example_counts: tuple[int, int, int]) -> None:
     code, out, terminal = _on_a_terminal("replay", str(long_log))
     assert code == 0
     assert "long.jsonl:" in terminal  # the bar: file, percent, bytes, rate, ETA, records
     assert "%|" in terminal and "B/s" in terminal and "<" in terminal
     assert "records, " in terminal and "records/s" in terminal
-    assert f"replayed {119 + TICKS} events" in terminal  # its own line, whole, after the bar
+    assert f"replayed {example_counts[0] + TICKS} events" in terminal  # its own line, whole, after the bar
     assert "\r" not in out and "records/s" not in out  # stdout untouched
 
 
@@ -86,7 +106,9 @@ def test_explain_draws_a_bar_on_a_terminal(long_log: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["replay"], ["explain"]])
-def test_nothing_of_it_when_stderr_is_not_a_terminal(long_log: Path, command: list[str]) -> None:
+def test_nothing_of_it_when_stderr_is_not_a_terminal(
+    long_log: Path, command: list[str], example_counts: tuple[int, int, int]
+) -> None:
     args = [*command, str(long_log)] + (["phi-4-mini"] if command == ["explain"] else [])
     done = subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
@@ -100,6 +122,8 @@ def test_nothing_of_it_when_stderr_is_not_a_terminal(long_log: Path, command: li
     assert done.returncode == 0
     assert "\r" not in done.stderr and "%|" not in done.stderr and "records/s" not in done.stderr
     if command == ["replay"]:
-        assert done.stderr == f"replayed {119 + TICKS} events (seq 1..{142 + TICKS}): 41 commands\n"
+        events, seq, commands = example_counts
+        expected = f"replayed {events + TICKS} events (seq 1..{seq + TICKS}): {commands} commands\n"
+        assert done.stderr == expected
     else:
         assert done.stderr == ""
