@@ -183,6 +183,10 @@ FAST_CONTROLLER_ENV = {
     "CATALOG_LEASE_RENEW_DEADLINE_SECONDS": "3",
     "CATALOG_LEASE_RETRY_PERIOD_SECONDS": "0.5",
     "CATALOG_MIN_WRITE_INTERVAL_SECONDS": "0.2",
+    # write damping (issue 14) on, at a test's scale: the same rules, proven at full size in tests/core
+    "CATALOG_LITELLM_SETTLE_SECONDS": "0.5",
+    "CATALOG_LITELLM_SETTLE_CAP_SECONDS": "2",
+    "CATALOG_ROLLOUT_SETTLE_SECONDS": "1",
 }
 
 
