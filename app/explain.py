@@ -423,77 +423,55 @@ def run(
     err: IO[str] | None = None,
 ) -> int:
     with LogProgress(path, err if err is not None else sys.stderr) as progress:
-        return _run(
-            path,
-            model,
-            until=until,
-            as_json=as_json,
-            max_line_bytes=max_line_bytes,
-            out=out,
-            err=err,
-            progress=progress,
-        )
-
-
-def _run(
-    path: str,
-    model: str,
-    *,
-    until: int | None = None,
-    as_json: bool = False,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    out: IO[str] | None = None,
-    err: IO[str] | None = None,
-    progress: LogProgress,
-) -> int:
-    out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
-    story = Story(model)
-    names: set[str] = set()
-    try:
-        replayer = Replayer(path, until=until, max_line_bytes=max_line_bytes)
-        replayer.progress = progress.at if progress.enabled else None
-        title = (
-            f"{model} in {path} (run {replayer.header.run}, model-catalog {replayer.header.service_version})"
-        )
-        for item in replayer:
-            if isinstance(item, Notice):
-                print(f"note: {item.message}", file=err)
-                continue
-            if isinstance(item, SnapshotSeen):
-                continue
-            chapter = story.follow(item)
-            after, before = item.after, item.before
-            if (
-                after.derived.records is not before.derived.records
-                or after.litellm.rows is not before.litellm.rows
-            ):
-                names.update(r.name for r in after.derived.records.values())
-                names.update(row.model_name for row in after.litellm.rows.values())
-            if chapter is None:
-                continue
-            if as_json:
-                print(wire.dumps(chapter.as_json()).decode(), file=out)
-            else:
-                if title:
-                    print(title, file=out)
-                    title = ""
-                _print_chapter(chapter, out)
-    except LogReadError as exc:
-        print(f"model-catalog: {exc}", file=err)
-        return EXIT_UNREADABLE
-    except wire.LogFormatError as exc:
-        print(f"model-catalog: {path}: {exc}", file=err)
-        return EXIT_UNREADABLE
-    if not story.seen:
-        known = ", ".join(sorted(names)) or "(none)"
-        print(f"model-catalog: {model} never appears in {path}; models seen: {known}", file=err)
-        return EXIT_NOT_FOUND
-    final = story.final()
-    if as_json:
-        print(wire.dumps({"final": final}).decode(), file=out)
-    else:
-        _print_final(final, out)
-    return EXIT_OK
+        out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
+        story = Story(model)
+        names: set[str] = set()
+        try:
+            replayer = Replayer(path, until=until, max_line_bytes=max_line_bytes)
+            replayer.progress = progress.at if progress.enabled else None
+            title = (
+                f"{model} in {path} (run {replayer.header.run}, "
+                f"model-catalog {replayer.header.service_version})"
+            )
+            for item in replayer:
+                if isinstance(item, Notice):
+                    print(f"note: {item.message}", file=err)
+                    continue
+                if isinstance(item, SnapshotSeen):
+                    continue
+                chapter = story.follow(item)
+                after, before = item.after, item.before
+                if (
+                    after.derived.records is not before.derived.records
+                    or after.litellm.rows is not before.litellm.rows
+                ):
+                    names.update(r.name for r in after.derived.records.values())
+                    names.update(row.model_name for row in after.litellm.rows.values())
+                if chapter is None:
+                    continue
+                if as_json:
+                    print(wire.dumps(chapter.as_json()).decode(), file=out)
+                else:
+                    if title:
+                        print(title, file=out)
+                        title = ""
+                    _print_chapter(chapter, out)
+        except LogReadError as exc:
+            print(f"model-catalog: {exc}", file=err)
+            return EXIT_UNREADABLE
+        except wire.LogFormatError as exc:
+            print(f"model-catalog: {path}: {exc}", file=err)
+            return EXIT_UNREADABLE
+        if not story.seen:
+            known = ", ".join(sorted(names)) or "(none)"
+            print(f"model-catalog: {model} never appears in {path}; models seen: {known}", file=err)
+            return EXIT_NOT_FOUND
+        final = story.final()
+        if as_json:
+            print(wire.dumps({"final": final}).decode(), file=out)
+        else:
+            _print_final(final, out)
+        return EXIT_OK
 
 
 def _print_chapter(chapter: Chapter, out: IO[str]) -> None:

@@ -461,80 +461,56 @@ def run(
     err: IO[str] | None = None,
 ) -> int:
     with LogProgress(path, err if err is not None else sys.stderr) as progress:
-        return _run(
-            path,
-            until=until,
-            from_snapshot=from_snapshot,
-            verify=verify,
-            as_json=as_json,
-            max_line_bytes=max_line_bytes,
-            out=out,
-            err=err,
-            progress=progress,
-        )
-
-
-def _run(
-    path: str,
-    *,
-    until: int | None = None,
-    from_snapshot: bool = False,
-    verify: bool = False,
-    as_json: bool = False,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    out: IO[str] | None = None,
-    err: IO[str] | None = None,
-    progress: LogProgress,
-) -> int:
-    out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
-    events = commands = snapshots = 0
-    try:
-        replayer = Replayer(path, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes)
-        replayer.progress = progress.at if progress.enabled else None
-        if verify and not replayer.schema_matches:
-            print(
-                "note: the snapshots were written with another state shape; only commands are compared",
-                file=err,
-            )
-        for item in replayer:
-            if isinstance(item, Notice):
-                print(f"note: {item.message}", file=err)
-            elif isinstance(item, SnapshotSeen):
-                if verify and replayer.schema_matches:
-                    snapshots += 1
-                    divergence = compare_state(item)
-                    if divergence is not None:
-                        return _diverged(divergence, out)
-            else:
-                events += 1
-                commands += len(item.commands)
-                if verify:
-                    if item.recorded is not None and (divergence := compare(item)) is not None:
-                        return _diverged(divergence, out)
-                elif as_json:
-                    for body in wire.unstructure_commands(item.commands):
-                        print(wire.dumps({"answers": item.seq, "command": body}).decode(), file=out)
+        out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
+        events = commands = snapshots = 0
+        try:
+            replayer = Replayer(path, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes)
+            replayer.progress = progress.at if progress.enabled else None
+            if verify and not replayer.schema_matches:
+                print(
+                    "note: the snapshots were written with another state shape; only commands are compared",
+                    file=err,
+                )
+            for item in replayer:
+                if isinstance(item, Notice):
+                    print(f"note: {item.message}", file=err)
+                elif isinstance(item, SnapshotSeen):
+                    if verify and replayer.schema_matches:
+                        snapshots += 1
+                        divergence = compare_state(item)
+                        if divergence is not None:
+                            return _diverged(divergence, out)
                 else:
-                    for command in item.commands:
-                        print(command_line(item.seq, command), file=out)
-    except LogReadError as exc:
-        print(f"model-catalog: {exc}", file=err)
-        return EXIT_UNREADABLE
-    except wire.LogFormatError as exc:
-        print(f"model-catalog: {path}: {exc}", file=err)
-        return EXIT_UNREADABLE
-    span = f"seq {replayer.first_seq}..{replayer.last_seq}" if replayer.first_seq is not None else "no events"
-    if verify:
-        print(
-            f"verified {path}: {events} events ({span}), {commands} commands and {snapshots} snapshots "
-            "replay identically",
-            file=out,
-        )
-    else:
-        print(f"replayed {events} events ({span}): {commands} commands", file=err)
-    if replayer.failed_steps:
-        print(f"note: {replayer.failed_steps} events were skipped: their step raised", file=err)
-    return EXIT_OK
+                    events += 1
+                    commands += len(item.commands)
+                    if verify:
+                        if item.recorded is not None and (divergence := compare(item)) is not None:
+                            return _diverged(divergence, out)
+                    elif as_json:
+                        for body in wire.unstructure_commands(item.commands):
+                            print(wire.dumps({"answers": item.seq, "command": body}).decode(), file=out)
+                    else:
+                        for command in item.commands:
+                            print(command_line(item.seq, command), file=out)
+        except LogReadError as exc:
+            print(f"model-catalog: {exc}", file=err)
+            return EXIT_UNREADABLE
+        except wire.LogFormatError as exc:
+            print(f"model-catalog: {path}: {exc}", file=err)
+            return EXIT_UNREADABLE
+        first, last = replayer.first_seq, replayer.last_seq
+        span = f"seq {first}..{last}" if first is not None else "no events"
+        if verify:
+            print(
+                f"verified {path}: {events} events ({span}), {commands} commands and {snapshots} snapshots "
+                "replay identically",
+                file=out,
+            )
+        else:
+            print(f"replayed {events} events ({span}): {commands} commands", file=err)
+        if replayer.failed_steps:
+            print(f"note: {replayer.failed_steps} events were skipped: their step raised", file=err)
+        return EXIT_OK
 
 
 def _diverged(divergence: Divergence, out: IO[str]) -> int:
