@@ -180,6 +180,11 @@ class Telemetry:
             description="LiteLLM writes deferred because their row changed again soon after a write",
         )
         meter.create_observable_counter(
+            "model_catalog_writes_deferred_burst",
+            callbacks=[reading(lambda s: s.damping.burst_deferred_total)],
+            description="Of the deferred writes, first changes of still rows held back by a burst of changes",
+        )
+        meter.create_observable_counter(
             "model_catalog_writes_cancelled",
             callbacks=[reading(lambda s: s.damping.cancelled_total)],
             description="Deferred LiteLLM writes dropped: the row flapped back to what LiteLLM holds",

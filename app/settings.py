@@ -207,6 +207,17 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
         "...but no later than this after its write was first deferred (10)",
     ),
     (
+        "--litellm-burst-rows",
+        "CATALOG_LITELLM_BURST_ROWS",
+        "rows changing at this many moments within the burst window are a burst, "
+        "in which still rows wait to settle too (3; 0: off)",
+    ),
+    (
+        "--litellm-burst-window-seconds",
+        "CATALOG_LITELLM_BURST_WINDOW_SECONDS",
+        "the burst window (0.1)",
+    ),
+    (
         "--rollout-settle-seconds",
         "CATALOG_ROLLOUT_SETTLE_SECONDS",
         "roll consumers and patch AgentTemplates only onto a catalog stable this long, once per window (5)",

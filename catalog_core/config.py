@@ -55,6 +55,10 @@ class CatalogConfig:
     litellm_settle_seconds: float = 2.0
     litellm_settle_cap_seconds: float = 10.0
     rollout_settle_seconds: float = 5.0
+    # ...and during a burst (rows changing at this many distinct moments within the window: many
+    # models flapping at once) a row that was still waits to settle too (0: no burst rule).
+    litellm_burst_rows: int = 3
+    litellm_burst_window_seconds: float = 0.1
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
@@ -109,11 +113,19 @@ class CatalogConfig:
             "rollout_settle_seconds": reader.seconds(
                 "CATALOG_ROLLOUT_SETTLE_SECONDS", d.rollout_settle_seconds
             ),
+            "litellm_burst_rows": reader.integer(
+                "CATALOG_LITELLM_BURST_ROWS", d.litellm_burst_rows, minimum=0
+            ),
+            "litellm_burst_window_seconds": reader.seconds(
+                "CATALOG_LITELLM_BURST_WINDOW_SECONDS", d.litellm_burst_window_seconds
+            ),
         }
         if values["litellm_settle_cap_seconds"] < values["litellm_settle_seconds"]:
             reader.fail_once(
                 "CATALOG_LITELLM_SETTLE_CAP_SECONDS", "must be at least CATALOG_LITELLM_SETTLE_SECONDS"
             )
+        if values["litellm_burst_rows"] == 1:
+            reader.fail_once("CATALOG_LITELLM_BURST_ROWS", "must be 0 (off) or at least 2")
         if reader.error is not None:
             return reader.error
         return cls(**values)
@@ -142,6 +154,8 @@ class CatalogConfig:
             "CATALOG_LITELLM_SETTLE_SECONDS": f"{self.litellm_settle_seconds:g}",
             "CATALOG_LITELLM_SETTLE_CAP_SECONDS": f"{self.litellm_settle_cap_seconds:g}",
             "CATALOG_ROLLOUT_SETTLE_SECONDS": f"{self.rollout_settle_seconds:g}",
+            "CATALOG_LITELLM_BURST_ROWS": str(self.litellm_burst_rows),
+            "CATALOG_LITELLM_BURST_WINDOW_SECONDS": f"{self.litellm_burst_window_seconds:g}",
         }
 
 

@@ -3,10 +3,14 @@
 A LiteLLM row whose desired value changes after it has been still goes out at once (P1). One that
 changes again while it is *damped* (written or changed less than a settle window ago) waits until
 its desired value has been still for the settle window, or until the cap has passed since the write
-was first deferred, so a key that never settles is still written at that rate. Two writes of a key
-are always a settle window apart. A change back to what LiteLLM holds needs no write: the deferred
-one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a catalog that has been
-stable for its own settle window, at most once per window each.
+was first deferred, so a key that never settles is still written at that rate. During a *burst* (the
+desired values of rows changed at ``burst_rows`` distinct moments within ``burst_window``: many models
+flapping at once, as when a node or an operator restarts) a still row is treated as damped too: a
+model that flaps and returns within the burst is never written, one that ends changed once. An
+isolated change, or many found in one tick (a relist, the first sync), is still written at once.
+Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
+write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
+catalog that has been stable for its own settle window, at most once per window each.
 
 Pure: time is the ``now`` of the tick; every decision is a function of the state and that ``now``.
 """
@@ -33,6 +37,7 @@ class KeyChurn:
     # The first deferral since the last write: the cap runs from it, through cancellations, so a key
     # that flaps for ever is still written at the cap's rate.
     unsettled_since: float | None = None
+    burst: bool = False  # its first change arrived in a burst, so it waits although it was still
 
 
 @attrs.frozen
@@ -50,6 +55,9 @@ class Damping:
     wake_at: float | None = None  # a rollout, template patch or catalog write waits until then
     catalog_held_since: float | None = None  # the catalog waits for deferred LiteLLM writes since then
     deferred_total: int = 0  # writes deferred (each wait counted once)
+    burst_deferred_total: int = 0  # of them, first changes of still rows held back by a burst
+    # The latest distinct moments at which some row's desired value changed (at most ``burst_rows``).
+    arrivals: tuple[float, ...] = ()
     cancelled_total: int = 0  # deferred writes no longer needed: the key returned to what LiteLLM holds
 
 
@@ -60,11 +68,17 @@ class Windows:
     settle: float
     cap: float
     rollout: float
+    burst_rows: int = 0  # 0: no burst rule
+    burst_window: float = 0.0
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
         return cls(
-            config.litellm_settle_seconds, config.litellm_settle_cap_seconds, config.rollout_settle_seconds
+            config.litellm_settle_seconds,
+            config.litellm_settle_cap_seconds,
+            config.rollout_settle_seconds,
+            config.litellm_burst_rows,
+            config.litellm_burst_window_seconds,
         )
 
 
@@ -79,12 +93,19 @@ def plan_write(
     if entry is None or (entry.deferred_since is None and _still(entry, now, w)):
         if write == HELD or w.settle <= 0:
             return damping, write != HELD
+        damping = _arrived(damping, now, w)
+        if in_burst(damping, now, w):
+            # Many rows are changing at once: this one waits to settle like a row that flaps.
+            entry = KeyChurn(desired, now, deferred_since=now, unsettled_since=now, burst=True)
+            damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
+            return _with(damping, key, entry, w, deferred=1), False
         # A still key: its first change goes out at once; it stays damped for a settle window.
         entry = KeyChurn(desired, now)
         return attrs.evolve(damping, keys=damping.keys.set(key, entry)), True
     still = _still(entry, now, w)
     if desired != entry.desired:
         entry = attrs.evolve(entry, desired=desired, changed_at=now)
+        damping = _arrived(damping, now, w)
     if write == HELD:
         cancelled = entry.deferred_since is not None
         entry = attrs.evolve(entry, deferred_since=None)
@@ -102,6 +123,19 @@ def plan_write(
     return _with(damping, key, entry, w, deferred=int(since == now)), False
 
 
+def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
+    """Some row's desired value changed at ``now`` (changes in one tick are one moment)."""
+    if w.burst_rows < 2 or (damping.arrivals and damping.arrivals[-1] == now):
+        return damping
+    return attrs.evolve(damping, arrivals=(*damping.arrivals, now)[-w.burst_rows :])
+
+
+def in_burst(damping: Damping, now: float, w: Windows) -> bool:
+    """Rows changed at ``burst_rows`` distinct moments within the burst window, the last one now."""
+    arrivals = damping.arrivals
+    return w.burst_rows >= 2 and len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
+
+
 def _still(entry: KeyChurn, now: float, w: Windows) -> bool:
     return now - entry.changed_at >= w.settle and now - entry.written_at >= w.settle
 
@@ -111,7 +145,9 @@ def written(damping: Damping, key: str, write: str, now: float) -> Damping:
     entry = damping.keys.get(key)
     if entry is None:
         return damping
-    entry = attrs.evolve(entry, written=write, written_at=now, deferred_since=None, unsettled_since=None)
+    entry = attrs.evolve(
+        entry, written=write, written_at=now, deferred_since=None, unsettled_since=None, burst=False
+    )
     waiting = damping.waiting.delete(key) if key in damping.waiting else damping.waiting
     return attrs.evolve(damping, keys=damping.keys.set(key, entry), waiting=waiting)
 
@@ -172,6 +208,11 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
     due = write_due(entry, w)
     if entry.unsettled_since is not None and due == entry.unsettled_since + w.cap:
         why = f"it keeps changing; written at the {w.cap:g} s cap"
+    elif entry.burst:
+        why = (
+            f"it changed during a burst (rows changing at {w.burst_rows} moments within "
+            f"{w.burst_window:g} s); written once still for {w.settle:g} s"
+        )
     else:
         why = (
             f"it changed again within {w.settle:g} s of its last change or write; "

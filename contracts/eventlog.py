@@ -484,10 +484,15 @@ class Header:
     version: int = FORMAT_VERSION
 
     def catalog_config(self) -> CatalogConfig:
-        config = CatalogConfig.from_env(self.config)
+        # A log written before a setting existed decided without it: replay it that way.
+        config = CatalogConfig.from_env({**ABSENT_BEFORE_IT_EXISTED, **self.config})
         if isinstance(config, ConfigError):
             raise LogFormatError(f"header: invalid configuration: {config}")
         return config
+
+
+# Settings added after format version 1, with the value that decides as the code did before them.
+ABSENT_BEFORE_IT_EXISTED: Final[Mapping[str, str]] = {"CATALOG_LITELLM_BURST_ROWS": "0"}
 
 
 @attrs.frozen

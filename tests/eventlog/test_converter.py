@@ -297,7 +297,7 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # The fingerprint of today's CatalogState, written out: a change of the state's shape (a field, a type, an
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header).
-STATE_SCHEMA_OF_THIS_VERSION = "d5acb84217d62721"
+STATE_SCHEMA_OF_THIS_VERSION = "cefb3659688b439f"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:
@@ -338,3 +338,14 @@ def test_the_example_log_is_valid_against_the_schema(example_log: Path) -> None:
         for number, line in enumerate(f, 1):
             errors = list(VALIDATOR.iter_errors(orjson.loads(line)))
             assert not errors, f"line {number}: {errors[0].message}"
+
+
+def test_a_header_written_before_the_burst_rule_replays_without_it() -> None:
+    env = CatalogConfig().as_env()
+    older = {k: v for k, v in env.items() if not k.startswith("CATALOG_LITELLM_BURST_")}
+    header = wire.Header(
+        seq=0, ts="t", service_version="0", run="r", starts_run=True, origin="log",
+        state_schema=wire.STATE_SCHEMA, snapshot_every=1, config=older,
+    )  # fmt: skip
+    assert header.catalog_config().litellm_burst_rows == 0  # decided as the code of its day did
+    assert attrs.evolve(header, config=env).catalog_config() == CatalogConfig()

@@ -1,0 +1,172 @@
+"""Bursts (issue 14): when many rows change at once, a row that was still waits to settle too.
+
+A still row's first change goes out at once (P1) unless rows have changed at ``burst_rows`` distinct
+moments within the burst window: then the cluster is in flux (a node or an operator restarting, many
+models flapping), and the row is written once it has been still for the settle window, so a model that
+flaps and comes back costs no write and one that ends changed costs one.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.render import render
+from catalog_core import damping as churn
+from catalog_core.config import CatalogConfig
+from catalog_core.damping import Windows
+from catalog_core.keys import litellm_key
+from catalog_core.plan import rendered_catalog
+from tests.core import builders as b
+from tests.core.test_write_damping import Driver, _ready, _rid, _started, _writes
+
+
+def _writes_of(d: Driver, rid: str) -> int:
+    return sum(1 for w in _writes(d.commands) if w.model_id == rid)
+
+
+def test_a_burst_of_flaps_writes_each_changed_model_once_and_the_others_never():
+    # P4 in small: 40 models, 10 flaps each at ~200 changes a second in a shuffled order; half end changed.
+    names = [f"m{i:02d}" for i in range(40)]
+    c, d = _started(names)
+    rid = {n: _rid(c, n) for n in names}
+    rng = random.Random(7)
+    flips = {n: 10 + (i % 2) for i, n in enumerate(names)}  # odd index: an odd number of flips, ends changed
+    order = [n for n in names for _ in range(flips[n])]
+    rng.shuffle(order)
+    ready = dict.fromkeys(names, True)
+    t = c.state.now + 1.0
+    for k, name in enumerate(order):
+        ready[name] = not ready[name]
+        d.send(t + 0.005 * k, _ready(c, name, ready[name]))
+    d.until(t + 0.005 * len(order) + 60.0)
+    changed = [n for n in names if not ready[n]]
+    unchanged = [n for n in names if ready[n]]
+    assert len(changed) == 20
+    rows = churn.Windows.of(c.config).burst_rows
+    # Before the burst is seen, at most burst_rows - 1 first changes went out at once.
+    assert sum(_writes_of(d, rid[n]) for n in unchanged) <= 2 * (rows - 1)
+    assert sum(_writes_of(d, rid[n]) for n in changed) <= len(changed) + (rows - 1)
+    assert all(_writes_of(d, rid[n]) == 1 for n in changed[rows:])  # long after the burst began: once
+    assert {row["model_name"] for row in c.world.rows.values()} == set(unchanged)
+    assert c.state.damping.burst_deferred_total >= len(names) - (rows - 1)
+
+
+def test_isolated_changes_ten_a_second_still_go_out_at_once():
+    # P1's shape: a different model every 100 ms is not a burst.
+    names = [f"m{i:02d}" for i in range(30)]
+    c, d = _started(names)
+    t = c.state.now + 1.0
+    for k, name in enumerate(names):
+        d.send(t + 0.1 * k, _ready(c, name, False))
+        assert len(_writes(d.commands)) == k + 1, f"change {k} was held back"
+    assert c.state.damping.deferred_total == 0
+
+
+def test_many_changes_found_in_one_tick_go_out_at_once():
+    # A relist (or the first sync) brings many changes at one moment: they are one arrival, not a burst.
+    names = [f"m{i:02d}" for i in range(12)]
+    c, d = _started(names)
+    t = c.state.now + 1.0
+    events = [e for n in names for e in _ready(c, n, False)]
+    d.send(t, events)
+    assert len(_writes(d.commands)) == len(names)
+    assert c.state.damping.deferred_total == 0
+
+
+def test_a_row_held_back_by_a_burst_says_why_and_goes_once_still():
+    names = ["a", "b", "c", "d"]
+    c, d = _started(names)
+    t = c.state.now + 1.0
+    for k, name in enumerate(names):
+        d.send(t + 0.01 * k, _ready(c, name, False))
+    assert len(_writes(d.commands)) == 2  # a and b before the burst was seen; c and d wait
+    windows = Windows.of(c.config)
+    entry = c.state.damping.keys[litellm_key(_rid(c, "d"))]
+    assert entry.burst
+    assert churn.deferral_reason(entry, c.state.now, windows).startswith(
+        "write deferred: it changed during a burst (rows changing at 3 moments within 0.1 s); "
+        "written once still for 2 s"
+    )
+    d.until(t + 0.02 + windows.settle - 0.005)  # c changed at t + 0.02, d at t + 0.03
+    assert len(_writes(d.commands)) == 2
+    d.until(t + 0.03 + windows.settle)
+    assert len(_writes(d.commands)) == 4
+    assert not c.world.rows
+
+
+def test_burst_rows_zero_turns_the_burst_rule_off():
+    names = [f"m{i}" for i in range(6)]
+    c, d = _started(names, CATALOG_LITELLM_BURST_ROWS="0")
+    t = c.state.now + 1.0
+    for k, name in enumerate(names):
+        d.send(t + 0.001 * k, _ready(c, name, False))
+    assert len(_writes(d.commands)) == len(names)
+
+
+def test_burst_settings_are_read_checked_and_recorded():
+    cfg = CatalogConfig.from_env(
+        {"CATALOG_LITELLM_BURST_ROWS": "5", "CATALOG_LITELLM_BURST_WINDOW_SECONDS": "0.25"}
+    )
+    assert isinstance(cfg, CatalogConfig)
+    assert (cfg.litellm_burst_rows, cfg.litellm_burst_window_seconds) == (5, 0.25)
+    assert CatalogConfig.from_env(cfg.as_env()) == cfg
+    defaults = CatalogConfig()
+    assert (defaults.litellm_burst_rows, defaults.litellm_burst_window_seconds) == (3, 0.1)
+    for env in (
+        {"CATALOG_LITELLM_BURST_ROWS": "1"},
+        {"CATALOG_LITELLM_BURST_ROWS": "-2"},
+        {"CATALOG_LITELLM_BURST_ROWS": "many"},
+        {"CATALOG_LITELLM_BURST_WINDOW_SECONDS": "-0.1"},
+    ):
+        assert not isinstance(CatalogConfig.from_env(env), CatalogConfig), env
+
+
+@st.composite
+def _bursts(draw: Any) -> tuple[int, list[tuple[float, int, bool]], dict[str, str]]:
+    models = draw(st.integers(2, 6))
+    settle = draw(st.sampled_from([0.5, 2.0]))
+    env = {
+        "CATALOG_LITELLM_SETTLE_SECONDS": str(settle),
+        "CATALOG_LITELLM_SETTLE_CAP_SECONDS": str(settle * draw(st.sampled_from([1.0, 2.5, 5.0]))),
+        "CATALOG_LITELLM_BURST_ROWS": str(draw(st.sampled_from([0, 2, 3, 5]))),
+        "CATALOG_LITELLM_BURST_WINDOW_SECONDS": str(draw(st.sampled_from([0.05, 0.1, 1.0]))),
+    }
+    gaps = st.one_of(st.floats(0.0, 0.05), st.floats(0.0, 3.0))
+    steps = draw(
+        st.lists(st.tuples(gaps, st.integers(0, models - 1), st.booleans()), min_size=1, max_size=40)
+    )
+    return models, steps, env
+
+
+@settings(max_examples=150, deadline=None)
+@given(_bursts())
+def test_any_bursts_end_where_render_does_with_few_writes(case):
+    models, steps, env = case
+    names = [f"m{i}" for i in range(models)]
+    c, d = _started(names, **env)
+    windows = Windows.of(c.config)
+    rid = {n: _rid(c, n) for n in names}
+    ready = dict.fromkeys(names, True)
+    changes = dict.fromkeys(names, 0)
+    start = now = c.state.now + 1.0
+    for gap, i, value in steps:
+        now += gap
+        name = names[i]
+        if ready[name] != value:
+            changes[name] += 1
+        ready[name] = value
+        d.send(now, _ready(c, name, value))
+    end = now + windows.cap
+    d.until(end)
+    final = [b.kubeai_model(n, ready=1 if ready[n] else 0) for n in names]
+    rendered = render(final, c.config)
+    want_rows = {row["model_info"]["id"]: row["model_name"] for row in rendered.output["litellm"]}
+    assert {k: v["model_name"] for k, v in c.world.rows.items()} == want_rows
+    assert c.world.catalog is not None and c.world.catalog["data"] == dict(rendered_catalog(c.state).data)
+    for name in names:
+        assert _writes_of(d, rid[name]) <= changes[name]
+        assert _writes_of(d, rid[name]) <= (end - start) / windows.settle + 1
