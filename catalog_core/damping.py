@@ -58,6 +58,9 @@ class Damping:
     burst_deferred_total: int = 0  # of them, first changes of still rows held back by a burst
     # The latest distinct moments at which some row's desired value changed (at most ``burst_rows``).
     arrivals: tuple[float, ...] = ()
+    # A burst holds until a settle window after it was last seen: a loaded loop, folding many changes
+    # per tick, sees fewer distinct moments, which must not end it while the rows still flap.
+    burst_until: float = float("-inf")
     cancelled_total: int = 0  # deferred writes no longer needed: the key returned to what LiteLLM holds
 
 
@@ -94,7 +97,7 @@ def plan_write(
         if write == HELD or w.settle <= 0:
             return damping, write != HELD
         damping = _arrived(damping, now, w)
-        if in_burst(damping, now, w):
+        if in_burst(damping, now):
             # Many rows are changing at once: this one waits to settle like a row that flaps.
             entry = KeyChurn(desired, now, deferred_since=now, unsettled_since=now, burst=True)
             damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
@@ -124,16 +127,19 @@ def plan_write(
 
 
 def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
-    """Some row's desired value changed at ``now`` (changes in one tick are one moment)."""
+    """Some row's desired value changed at ``now`` (changes in one tick are one moment); a burst is
+    seen when rows changed at ``burst_rows`` distinct moments within the burst window."""
     if w.burst_rows < 2 or (damping.arrivals and damping.arrivals[-1] == now):
         return damping
-    return attrs.evolve(damping, arrivals=(*damping.arrivals, now)[-w.burst_rows :])
+    arrivals = (*damping.arrivals, now)[-w.burst_rows :]
+    seen = len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
+    until = now + w.settle if seen else damping.burst_until
+    return attrs.evolve(damping, arrivals=arrivals, burst_until=until)
 
 
-def in_burst(damping: Damping, now: float, w: Windows) -> bool:
-    """Rows changed at ``burst_rows`` distinct moments within the burst window, the last one now."""
-    arrivals = damping.arrivals
-    return w.burst_rows >= 2 and len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
+def in_burst(damping: Damping, now: float) -> bool:
+    """A burst was seen less than a settle window ago."""
+    return damping.burst_until >= now
 
 
 def _still(entry: KeyChurn, now: float, w: Windows) -> bool:

@@ -170,3 +170,23 @@ def test_any_bursts_end_where_render_does_with_few_writes(case):
     for name in names:
         assert _writes_of(d, rid[name]) <= changes[name]
         assert _writes_of(d, rid[name]) <= (end - start) / windows.settle + 1
+
+
+def test_a_burst_holds_for_a_settle_window_after_it_was_last_seen():
+    names = [f"m{i}" for i in range(8)]
+    c, d = _started(names)
+    settle = Windows.of(c.config).settle
+    t = c.state.now + 1.0
+    for k, name in enumerate(names[:3]):  # three moments within 20 ms: a burst
+        d.send(t + 0.01 * k, _ready(c, name, False))
+    assert len(_writes(d.commands)) == 2
+    # A loaded loop sees the rest of the burst as slower moments: they still wait.
+    d.send(t + 0.5, _ready(c, names[3], False))
+    d.send(t + 1.0, _ready(c, names[4], False))
+    assert c.state.damping.keys[litellm_key(_rid(c, names[4]))].burst
+    d.until(t + 0.02 + settle + 5.0)
+    assert len(_writes(d.commands)) == 5
+    # Calm for longer than a settle window: an isolated change goes out at once again.
+    before = len(_writes(d.commands))
+    d.send(t + 0.02 + settle + 5.0, _ready(c, names[5], False))
+    assert len(_writes(d.commands)) == before + 1
