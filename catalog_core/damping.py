@@ -60,7 +60,7 @@ class Damping:
     arrivals: tuple[float, ...] = ()
     # A burst holds until a settle window after it was last seen: a loaded loop, folding many changes
     # per tick, sees fewer distinct moments, which must not end it while the rows still flap.
-    burst_until: float = float("-inf")
+    burst_until: float | None = None
     cancelled_total: int = 0  # deferred writes no longer needed: the key returned to what LiteLLM holds
 
 
@@ -139,7 +139,7 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
 
 def in_burst(damping: Damping, now: float) -> bool:
     """A burst was seen less than a settle window ago."""
-    return damping.burst_until >= now
+    return damping.burst_until is not None and damping.burst_until >= now
 
 
 def _still(entry: KeyChurn, now: float, w: Windows) -> bool:
