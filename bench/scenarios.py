@@ -26,6 +26,7 @@ from adapters.litellm.fake import DELETE, INFO, NEW
 from bench.kube import Kube, model_name
 from bench.peers import FakeServer
 from bench.stats import latency, summary
+from catalog_core.config import CatalogConfig
 from catalog_core.rules.render import bootstrap_data
 from catalog_core.values import ID_PREFIX
 from tests.e2e.harness import Controller
@@ -113,7 +114,9 @@ class World:
 
     def reset_catalog(self) -> None:
         """The placeholder of deploy/ again, so the next controller has to write the catalog."""
-        self.kube.put_configmap_data(self.namespace, CATALOG, bootstrap_data())
+        config = CatalogConfig.from_env({"NAMESPACE": self.namespace})
+        assert isinstance(config, CatalogConfig)
+        self.kube.put_configmap_data(self.namespace, CATALOG, bootstrap_data(config))
 
 
 @contextmanager
