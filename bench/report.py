@@ -414,7 +414,9 @@ def _details(r: dict[str, Any]) -> list[str]:
             f"{imp['heaviest_packages_ms']}; RSS right after the imports "
             f"{imp['rss_after_imports_mib']:.1f} MiB (an empty interpreter "
             f"{imp.get('rss_bare_interpreter_mib', 0):.1f} MiB; what each package adds alone, MiB: "
-            f"{ {k: round(v, 1) for k, v in (imp.get('rss_added_by_mib') or {}).items()} })."
+            f"{ {k: round(v, 1) for k, v in (imp.get('rss_added_by_mib') or {}).items()} }); of the RSS, "
+            f"{imp.get('rss_dev_venv_only_mib', float('nan')):.1f} MiB are click, rich and pygments, which "
+            "httpx imports because the dev venv has them (the image does not)."
         )
     if r.get("load_average"):
         out.append(

@@ -561,7 +561,13 @@ def import_time(repeats: int = 5) -> dict[str, Any]:
         "httpx": "import httpx",
         "app.library (core, adapters; no kubernetes_asyncio)": "import app.library",
     }
+    # httpx imports click, rich and pygments when they are installed (its command line): the dev venv has
+    # them (for the dev tools), the image does not, so what they add is reported apart.
+    without = "import sys\nfor m in ('click', 'rich', 'pygments'): sys.modules[m] = None\n"
+    controller = "import app.cli, app.service"
+    dev_only = rss_after(controller) - rss_after(without + controller)
     return {
+        "rss_dev_venv_only_mib": dev_only,
         "rss_bare_interpreter_mib": baseline,
         "rss_added_by_mib": {name: rss_after(code) - baseline for name, code in packages.items()},
         "bare_interpreter_s": summary(bare),
