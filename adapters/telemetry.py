@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -16,8 +17,6 @@ from opentelemetry.metrics import CallbackOptions, Counter, Meter, Observation
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import CollectorRegistry, generate_latest
 
 from catalog_core import damping as churn
@@ -33,6 +32,9 @@ from catalog_core.events import (
 )
 from catalog_core.reasons import RouteState
 from catalog_core.state import CatalogState
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 # The Kubernetes adapters' counters (adapters.kube.settings), exported as model_catalog_<name>.
 _KUBE_COUNTERS = {
@@ -149,17 +151,20 @@ class Telemetry:
         self._damping_metrics(meter)
         self._state: CatalogState | None = None
         self._clock = clock
-        provider = TracerProvider(resource=resource)
+        # The tracing SDK and the OTLP exporter are imported only when traces are exported.
+        self.tracer_provider: TracerProvider | None = None
+        self.tracer: trace.Tracer = trace.NoOpTracer()
         if otlp_endpoint:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+            provider = TracerProvider(resource=resource)
             provider.add_span_processor(
                 BatchSpanProcessor(OTLPSpanExporter(endpoint=_traces_url(otlp_endpoint)))
             )
-            self.tracer: trace.Tracer = provider.get_tracer("model_catalog")
-        else:
-            self.tracer = trace.NoOpTracer()
-        self.tracer_provider = provider
+            self.tracer = provider.get_tracer("model_catalog")
+            self.tracer_provider = provider
         self._plan_context: dict[str, trace.SpanContext] = {}
         self.set_gauge("model_catalog_leader", lambda: [(0.0, {})])
 
@@ -302,7 +307,8 @@ class Telemetry:
         self.set_gauge("model_catalog_litellm_reachable", litellm)
 
     def shutdown(self) -> None:
-        self.tracer_provider.shutdown()
+        if self.tracer_provider is not None:
+            self.tracer_provider.shutdown()
         if self._owns_meter_provider and isinstance(self.meter_provider, MeterProvider):
             self.meter_provider.shutdown()
 

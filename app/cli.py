@@ -9,12 +9,13 @@ from collections.abc import Sequence
 
 import orjson
 
-from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES
-from app import explain, replay
-from app.inputs import InputError, read_model_info, read_objects
-from app.render import render
+from adapters.eventlog import DEFAULT_MAX_LINE_BYTES
 from app.terminal import one_line, terminal_safe
 from catalog_core.config import CatalogConfig, ConfigError
+
+# Each command imports what only it needs when it runs (replay and explain bring tqdm, render YAML and
+# the planner, run the Kubernetes client and OpenTelemetry): a process pays in memory and start time
+# for its own command only. tests/app/test_imports.py holds each command to its imports.
 
 EXIT_USAGE = 2
 
@@ -33,6 +34,9 @@ def _fail(message: str) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from app.inputs import InputError, read_model_info, read_objects
+    from app.render import render
+
     config = _config()
     try:
         objects = read_objects(args.file)
@@ -229,6 +233,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from app import replay
+
     return replay.run(
         args.log,
         until=args.until,
@@ -240,6 +246,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from app import explain
+
     return explain.run(
         args.log, args.model, until=args.until, as_json=args.json, max_line_bytes=args.max_line_bytes
     )

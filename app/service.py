@@ -18,20 +18,23 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
-from adapters.eventlog.recorder import Recorder, RecorderSettings
 from adapters.kube.settings import KubeSettings
 from adapters.telemetry import Telemetry
 from app.catalog_size import CatalogSize
 from app.http import ProbeServer, Request, debug_allowed
+from app.kube_client import load_api_client
 from app.leader import LeaderElector, LeaseConfig
 from app.library import ModelCatalog
 from app.settings import ServiceSettings
 from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
+
+if TYPE_CHECKING:
+    from adapters.eventlog.recorder import Recorder
 
 log = logging.getLogger("model_catalog.service")
 
@@ -51,18 +54,6 @@ def version() -> str:
 
 # The elector sends one request at a time; a pool of its own means no watch or write can delay it.
 LEASE_CONNECTIONS = 2
-
-
-async def load_api_client(kubeconfig: str, *, connections: int | None = None) -> k8s_client.ApiClient:
-    """A client with its own connection pool (``connections``: its size; the library's default is 100)."""
-    configuration = k8s_client.Configuration()
-    if kubeconfig:
-        await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    if connections is not None:
-        configuration.connection_pool_maxsize = connections
-    return k8s_client.ApiClient(configuration)
 
 
 class Service:
@@ -240,6 +231,9 @@ class Service:
 def _recorder(settings: ServiceSettings) -> Recorder | None:
     if not settings.event_log_path:
         return None
+    # Imported only when the event log is on (off by default): its wire format is a few MiB of converters.
+    from adapters.eventlog.recorder import Recorder, RecorderSettings
+
     return Recorder(
         RecorderSettings(
             Path(settings.event_log_path),

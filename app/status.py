@@ -175,7 +175,7 @@ async def _watch(
 
 
 async def _main(kubeconfig: str, target: Target, options: Options) -> int:
-    from app.service import load_api_client
+    from app.kube_client import load_api_client
 
     out: Any = TerminalSafe(sys.stdout)
     try:

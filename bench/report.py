@@ -205,25 +205,46 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
                 f"`model-catalog replay --verify` of a {p6['records']:,}-record log "
                 f"({p6['log_bytes'] / 1e6:.0f} MB), "
                 "one CPU",
-                "<= 20 s, memory flat",
+                "<= 10 s, memory flat",
                 f"{_spread(wall, _s)}{note}; RSS max {first:.0f} MiB in the first half, {second:.0f} "
                 "MiB in the "
                 f"second; the event-log layer alone {p6['log_layer_s']:.1f} s",
-                _met(wall["median"] * scale <= 20.0 and flat),
+                _met(wall["median"] * scale <= 10.0 and flat),
             )
         )
-    # P7
+    # P7 (issue 15): <= 80 MiB at 100 models, <= 100 MiB at 1,000, <= 20 KiB per model between sizes
     p7 = {k: v for k, v in (r.get("P7") or {}).items() if v}
-    if p7:
-        head = "1000" if "1000" in p7 else max(p7, key=int)
-        v = p7[head]
+    targets = {"100": 80.0, "1000": 100.0}
+    for n in sorted(p7, key=int):
+        v = p7[n]
+        limit = targets.get(n)
         out.append(
             (
                 "P7",
-                f"resident memory of `model-catalog run`, steady at {head} models",
-                "<= 60 MiB",
+                f"resident memory of `model-catalog run`, steady at {int(n):,} models (as the image runs it: "
+                "-OO, its allocator settings)",
+                f"<= {limit:.0f} MiB" if limit else "(no target at this size)",
                 f"{_spread(v['rss_mib'], lambda x: f'{x:.1f} MiB')}; peak {v['peak_rss_mib']:.1f} MiB",
-                _met(v["rss_mib"]["median"] <= 60),
+                _met(v["rss_mib"]["median"] <= limit) if limit else "reported",
+            )
+        )
+    if len(p7) >= 2:
+        sizes = sorted(p7, key=int)
+        small, large = sizes[0], sizes[-1]
+        slope = (
+            (p7[large]["rss_mib"]["median"] - p7[small]["rss_mib"]["median"])
+            * 1024
+            / (int(large) - int(small))
+        )
+        measured = ", ".join(f"{int(n):,}" for n in sizes)
+        out.append(
+            (
+                "P7",
+                f"marginal memory per model, slope between {int(small):,} and {int(large):,} models "
+                f"(measured at {measured})",
+                "<= 20 KiB per model (slope over 100, 1,000 and 10,000)",
+                f"{slope:.1f} KiB per model",
+                _met(slope <= 20) if len(sizes) >= 3 else f"{_met(slope <= 20)} (two sizes only)",
             )
         )
     # P8
@@ -239,11 +260,11 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
             (
                 "P8",
                 f"process start -> first catalog written, API reachable ({len(warm)} restarts at 100 models)",
-                "<= 2 s (imports reported apart)",
+                "<= 1.0 s (imports reported apart)",
                 f"catalog written {_spread(cat, _s)}; /healthz answers {_spread(health, _s)}; first start "
                 f"(empty LiteLLM, {runs[0]['rows']:.0f} rows to create) {_s(runs[0]['catalog'])}; imports "
                 f"{_s(import_s)} of it",
-                _met(max(x["catalog"] for x in warm) <= 2.0 and runs[0]["catalog"] <= 2.0),
+                _met(max(x["catalog"] for x in warm) <= 1.0 and runs[0]["catalog"] <= 1.0),
             )
         )
     return out
@@ -393,7 +414,9 @@ def _details(r: dict[str, Any]) -> list[str]:
             f"{imp['heaviest_packages_ms']}; RSS right after the imports "
             f"{imp['rss_after_imports_mib']:.1f} MiB (an empty interpreter "
             f"{imp.get('rss_bare_interpreter_mib', 0):.1f} MiB; what each package adds alone, MiB: "
-            f"{ {k: round(v, 1) for k, v in (imp.get('rss_added_by_mib') or {}).items()} })."
+            f"{ {k: round(v, 1) for k, v in (imp.get('rss_added_by_mib') or {}).items()} }); of the RSS, "
+            f"{imp.get('rss_dev_venv_only_mib', float('nan')):.1f} MiB are click, rich and pygments, which "
+            "httpx imports because the dev venv has them (the image does not)."
         )
     if r.get("load_average"):
         out.append(

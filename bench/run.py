@@ -183,6 +183,8 @@ class Bench:
 
     def cluster(self) -> None:
         quick = self.quick
+        log("compiling bytecode for the image's optimisation level")
+        self.results["compile_for_image_s"] = scenarios.compile_for_image()
         log("starting the kube-apiserver peer")
         peer, kube_starter = start_kube()
         litellm_starter = start_litellm() if self.want("P2", "P4") else None
@@ -287,9 +289,9 @@ class Bench:
             worst = min(s["events_per_s"]["median"] for s in r["P5"]["sizes"].values())
             out["P5"] = 50_000 / worst
         if r.get("P6"):
-            out["P6"] = r["P6"]["wall_s"]["median"] / 20.0 * (1_000_000 / r["P6"]["records"])
+            out["P6"] = r["P6"]["wall_s"]["median"] / 10.0 * (1_000_000 / r["P6"]["records"])
         if r.get("P8"):
-            out["P8"] = max(x["catalog"] for x in r["P8"]["runs"]) / 2.0
+            out["P8"] = max(x["catalog"] for x in r["P8"]["runs"]) / 1.0
         return out
 
     def profile_worst(self) -> None:

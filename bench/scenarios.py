@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +27,10 @@ from adapters.litellm.fake import DELETE, INFO, NEW
 from bench.kube import Kube, model_name
 from bench.peers import FakeServer
 from bench.stats import latency, summary
+from catalog_core.config import CatalogConfig
 from catalog_core.rules.render import bootstrap_data
 from catalog_core.values import ID_PREFIX
-from tests.e2e.harness import Controller
+from tests.e2e.harness import Controller, image_runtime_env
 
 CATALOG = "ai-model-catalog"
 HASH_ANNOTATION = "ai-appliance.io/catalog-hash"
@@ -48,6 +50,28 @@ def rss_kib(pid: int) -> tuple[int, int]:
         elif line.startswith("VmHWM:"):
             hwm = int(line.split()[1])
     return rss, hwm
+
+
+def compile_for_image() -> float:
+    """Bytecode for the image's optimisation level, which the image ships compiled (its filesystem is
+    read-only): without it each controller start would compile every module again. Seconds it took."""
+    level = image_runtime_env().get("PYTHONOPTIMIZE")
+    began = time.monotonic()
+    if level:
+        roots = [
+            *sysconfig.get_paths()["purelib"].split(os.pathsep),
+            "catalog_core",
+            "contracts",
+            "adapters",
+            "app",
+        ]
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-o", level, *dict.fromkeys(roots)],
+            cwd=Path(__file__).resolve().parents[1],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return time.monotonic() - began
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -88,7 +112,9 @@ class World:
         )
 
     def controller_env(self, litellm_url: str, master_key: str = "sk-test", **extra: str) -> dict[str, str]:
+        # as the image runs it (python -OO, its allocator settings; see compile_for_image)
         env = {
+            **image_runtime_env(),
             "KUBECONFIG": str(self.kubeconfig),
             "NAMESPACE": self.namespace,
             "APPLIANCE_NAMESPACE": self.appliance_namespace,
@@ -113,7 +139,9 @@ class World:
 
     def reset_catalog(self) -> None:
         """The placeholder of deploy/ again, so the next controller has to write the catalog."""
-        self.kube.put_configmap_data(self.namespace, CATALOG, bootstrap_data())
+        config = CatalogConfig.from_env({"NAMESPACE": self.namespace})
+        assert isinstance(config, CatalogConfig)
+        self.kube.put_configmap_data(self.namespace, CATALOG, bootstrap_data(config))
 
 
 @contextmanager
@@ -464,11 +492,15 @@ def p8_start(world: World, server: FakeServer, runs: int) -> dict[str, Any]:
 
 
 def import_time(repeats: int = 5) -> dict[str, Any]:
-    """Wall time of ``import app.cli, app.service`` in a fresh interpreter, minus an empty interpreter."""
+    """Wall time of ``import app.cli, app.service`` in a fresh interpreter, minus an empty interpreter (as
+    the image runs Python: -OO)."""
+    env = {**os.environ, **image_runtime_env()}
 
     def timed(code: str) -> float:
         began = time.monotonic()
-        subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1], env=env
+        )
         return time.monotonic() - began
 
     bare = [timed("pass") for _ in range(repeats)]
@@ -479,6 +511,7 @@ def import_time(repeats: int = 5) -> dict[str, Any]:
         text=True,
         check=True,
         cwd=Path(__file__).resolve().parents[1],
+        env=env,
     ).stderr
     top: dict[str, int] = {}
     for line in raw.splitlines():
@@ -499,6 +532,7 @@ def import_time(repeats: int = 5) -> dict[str, Any]:
         text=True,
         check=True,
         cwd=Path(__file__).resolve().parents[1],
+        env=env,
     ).stdout
 
     def rss_after(code: str) -> float:
@@ -512,6 +546,7 @@ def import_time(repeats: int = 5) -> dict[str, Any]:
             text=True,
             check=True,
             cwd=Path(__file__).resolve().parents[1],
+            env=env,
         ).stdout
         return int(out.strip()) / 1024
 
@@ -526,7 +561,13 @@ def import_time(repeats: int = 5) -> dict[str, Any]:
         "httpx": "import httpx",
         "app.library (core, adapters; no kubernetes_asyncio)": "import app.library",
     }
+    # httpx imports click, rich and pygments when they are installed (its command line): the dev venv has
+    # them (for the dev tools), the image does not, so what they add is reported apart.
+    without = "import sys\nfor m in ('click', 'rich', 'pygments'): sys.modules[m] = None\n"
+    controller = "import app.cli, app.service"
+    dev_only = rss_after(controller) - rss_after(without + controller)
     return {
+        "rss_dev_venv_only_mib": dev_only,
         "rss_bare_interpreter_mib": baseline,
         "rss_added_by_mib": {name: rss_after(code) - baseline for name, code in packages.items()},
         "bare_interpreter_s": summary(bare),

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Final, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import orjson
 
+from adapters.eventlog import DEFAULT_MAX_LINE_BYTES
 from contracts import eventlog as wire
 
-DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024  # newline included
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "LogFile", "LogLine", "LogReadError"]
 
 
 class LogReadError(Exception):

@@ -245,10 +245,17 @@ class WatchSource:
         self._list_backoff.reset()
         self._failures = 0
         objects = listing.objects if self.keep is None else tuple(filter(self.keep, listing.objects))
-        await sink.listed(await redact_all(self.spec.source, objects))
+        resource_version = listing.resource_version
+        # The listed objects are whole (managedFields and all) and the watch lives for minutes: let them
+        # go now, the core keeps what it reads of them (issue 15: ~5 KiB per KubeAI Model held).
+        del listing
+        redacted = await redact_all(self.spec.source, objects)
+        del objects
+        await sink.listed(redacted)
+        del redacted
         self._reported = None
         try:
-            await self._watch(sink, listing.resource_version)
+            await self._watch(sink, resource_version)
         except RelistNeededError:
             return
 

@@ -79,6 +79,19 @@ def test_every_pip_install_in_the_containerfile_requires_hashes_or_cannot_downlo
         assert fetch not in text, fetch
 
 
+def test_the_image_compiles_its_bytecode_for_the_optimisation_level_it_runs_at():
+    # The root filesystem is read-only and PYTHONDONTWRITEBYTECODE is set: bytecode of another level
+    # than the runtime's would be compiled again, in memory, at every start.
+    from tests.e2e.harness import image_runtime_env
+
+    env = image_runtime_env()
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    level = env.get("PYTHONOPTIMIZE", "0")
+    (compile_all,) = [c for run in containerfile_runs() for c in run.split("&&") if "compileall" in c]
+    levels = re.findall(r"-o\s*(\d)", compile_all) or ["0"]
+    assert level in levels, (level, compile_all)
+
+
 def test_every_from_line_uses_the_python_image_build_arg_and_just_image_pins_it():
     lines = logical_lines(CONTAINERFILE)
     froms = [line for line in lines if line.startswith("FROM ")]

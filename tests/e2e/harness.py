@@ -176,6 +176,19 @@ class HealthServer(LoopbackHTTPServer):
 
 
 # Timings that make a test controller react in seconds rather than in a cluster's minutes.
+def image_runtime_env() -> dict[str, str]:
+    """The environment the image runs the controller with: the ENV of the Containerfile's last stage,
+    PATH aside (``-OO``, the allocator settings), so a test or a benchmark runs it as deployed."""
+    text = (REPO / "Containerfile").read_text().replace("\\\n", " ")
+    final = text.rsplit("\nFROM ", 1)[1]
+    env: dict[str, str] = {}
+    for line in final.splitlines():
+        if line.startswith("ENV "):
+            env.update(pair.split("=", 1) for pair in line.split()[1:])
+    env.pop("PATH", None)
+    return env
+
+
 FAST_CONTROLLER_ENV = {
     "CATALOG_LITELLM_RESYNC_SECONDS": "2",
     "CATALOG_RUNTIME_HEALTH_SECONDS": "1",

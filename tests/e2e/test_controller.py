@@ -27,6 +27,7 @@ from tests.e2e.harness import (
     HealthServer,
     LiteLLMAdmin,
     deploy_base,
+    image_runtime_env,
     kubectl,
     quantile,
     service_account_kubeconfig,
@@ -188,6 +189,7 @@ def test_the_controller_end_to_end(world: Any) -> None:
         "LITELLM_BASE_URL": peer.base_url,
         "LITELLM_MASTER_KEY": peer.master_key,
         **FAST_CONTROLLER_ENV,
+        **image_runtime_env(),  # as the image runs it: python -OO, its allocator settings
         "CATALOG_PROBE_RESOLVE": f"phi-rt.{NS}.svc.cluster.local:8080=127.0.0.1:{health.port}",
         "LOG_LEVEL": "INFO",
     }

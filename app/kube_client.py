@@ -1,0 +1,21 @@
+"""The Kubernetes API client, from a kubeconfig or in-cluster: shared by ``run`` and ``status``.
+
+A module of its own so ``status`` loads the client without the controller (OpenTelemetry, the loop).
+"""
+
+from __future__ import annotations
+
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+
+async def load_api_client(kubeconfig: str, *, connections: int | None = None) -> k8s_client.ApiClient:
+    """A client with its own connection pool (``connections``: its size; the library's default is 100)."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig:
+        await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    if connections is not None:
+        configuration.connection_pool_maxsize = connections
+    return k8s_client.ApiClient(configuration)
