@@ -36,7 +36,6 @@ from adapters.vault import SecretVault
 from app.loop import CatalogLoop, Recorder, Telemetry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
-    CATALOG_SOURCES,
     Event,
     LeadershipChanged,
     ObjectDeleted,
@@ -46,6 +45,7 @@ from catalog_core.events import (
 )
 from catalog_core.plan import all_records, catalog_inputs_known, rendered_catalog
 from catalog_core.redact import redact_for_source
+from catalog_core.registry import CATALOG_KINDS as CATALOG_SOURCES
 from catalog_core.state import CatalogState
 
 if TYPE_CHECKING:

@@ -124,7 +124,11 @@ class Replayer:
         except wire.LogFormatError as exc:
             raise LogReadError(self.log.path, 1, str(exc)) from None
         self.schema_matches = self.header.state_schema == wire.STATE_SCHEMA
-        self.state = initial_state(self.config)
+        try:
+            waits_for = self.header.waits_for()
+        except wire.LogFormatError as exc:
+            raise LogReadError(self.log.path, 1, str(exc)) from None
+        self.state = initial_state(self.config, waits_for)
         self.last_seq: int | None = None
         self.progress: Callable[[int], None] | None = None  # told each record's byte offset (a bar)
         self.first_seq: int | None = None

@@ -31,7 +31,8 @@ from app.http import ProbeServer, Request, debug_allowed
 from app.leader import LeaderElector, LeaseConfig
 from app.library import ModelCatalog
 from app.settings import ServiceSettings
-from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.registry import CATALOG_KINDS
 
 log = logging.getLogger("model_catalog.service")
 
@@ -39,7 +40,7 @@ LIVENESS_STALL_SECONDS = 30.0
 _DEBUG_FORBIDDEN = (
     b"forbidden: ask from the pod itself (loopback) or with Authorization: Bearer <CATALOG_DEBUG_TOKEN>\n"
 )
-READY_SOURCES = (*CATALOG_SOURCES, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
+READY_SOURCES = (*CATALOG_KINDS, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
 
 
 def version() -> str:

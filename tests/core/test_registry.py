@@ -13,12 +13,12 @@ import pytest
 from catalog_core import commands as cmd
 from catalog_core import ingest, registry
 from catalog_core.config import CatalogConfig
-from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
 from catalog_core.keys import CommandKey, CommandKind, ItemKey, RefKey, RefKind
 from catalog_core.plan import mark_key
 from catalog_core.state import STORE, initial_state
-from catalog_core.trim import TRIM
+from catalog_core.trim import spec_for
 from catalog_core.values import Source
 from contracts.kinds import RESOURCES
 
@@ -36,7 +36,7 @@ def test_every_route_source_has_one_spec_and_a_missing_one_fails_at_import() -> 
     with pytest.raises(RuntimeError, match="share an item prefix"):
         registry.check((same_prefix, *registry.SPECS[1:]))
     not_waited_for = attrs.evolve(registry.SPECS[0], kind=SourceKind.PODS)
-    with pytest.raises(RuntimeError, match="CATALOG_SOURCES"):
+    with pytest.raises(RuntimeError, match="not a catalog source"):
         registry.check((not_waited_for, *registry.SPECS[1:]))
 
 
@@ -44,9 +44,10 @@ def test_every_source_kind_is_watched_trimmed_and_stored() -> None:
     documents = set(ingest.DOCUMENT_NAMES)  # one named ConfigMap each
     for kind in SourceKind:
         assert kind in RESOURCES, kind
-        assert kind in TRIM, kind
-        assert kind in CATALOG_SOURCES or kind in ROLLOUT_SOURCES or kind is SourceKind.AGENT_TEMPLATES, kind
-        assert kind in documents or kind in STORE, kind
+        assert spec_for(kind), kind
+        assert kind in registry.CATALOG_KINDS or kind in ROLLOUT_SOURCES or kind is SourceKind.AGENT_TEMPLATES
+        spec = registry.BY_KIND.get(kind)
+        assert kind in documents or kind in STORE or (spec is not None and spec.parse is not None), kind
 
 
 @pytest.mark.parametrize("spec", registry.SPECS, ids=lambda s: s.source.value)
