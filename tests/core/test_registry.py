@@ -20,6 +20,7 @@ from catalog_core.plan import mark_key
 from catalog_core.state import STORE, initial_state
 from catalog_core.trim import spec_for
 from catalog_core.values import Source
+from contracts import source_schema
 from contracts.kinds import RESOURCES
 
 CFG = CatalogConfig()
@@ -133,13 +134,16 @@ def _schema(name: str) -> dict:
 
 
 def test_the_schemas_name_every_source_and_no_other() -> None:
-    """The published schemas list the sources by value: a source added to the registry alone would write
-    records, ids and event-log lines that its own schemas reject."""
-    routes = _schema("routes.schema.json")["items"]["properties"]["source"]["enum"]
-    assert sorted(routes) == sorted(s.value for s in Source)
-    model_info = _schema("render-output.schema.json")["$defs"]["deployment"]["properties"]["model_info"]
-    pattern = model_info["properties"]["id"]["pattern"]
-    families = re.fullmatch(r"\^ai-appliance-\(([a-z|]+)\)-", pattern)
+    """The published schemas list the sources by value, in one file generated from the registry: a source
+    added to the registry alone would write records, ids and event-log lines that its own schemas reject."""
+    assert _schema("sources.schema.json") == source_schema.sources_schema(), "run `just schemas`"
+    generated = source_schema.sources_schema()["$defs"]
+    assert generated["Source"]["enum"] == [s.value for s in Source]
+    assert generated["SourceKind"]["enum"] == [k.value for k in SourceKind]
+    families = re.fullmatch(r"\^ai-appliance-\(([a-z|]+)\)-", generated["RouteId"]["pattern"])
     assert families is not None and set(families.group(1).split("|")) == {s.id_family for s in registry.SPECS}
-    kinds = _schema("eventlog.schema.json")["$defs"]["SourceKind"]["enum"]
-    assert kinds == [k.value for k in SourceKind]
+    # the other schemas refer to it instead of listing sources themselves
+    routes = _schema("routes.schema.json")["items"]["properties"]["source"]
+    assert routes == {"$ref": "sources.schema.json#/$defs/Source"}
+    model_info = _schema("render-output.schema.json")["$defs"]["deployment"]["properties"]["model_info"]
+    assert model_info["properties"]["id"] == {"$ref": "sources.schema.json#/$defs/RouteId"}
