@@ -41,6 +41,17 @@ def test_every_route_source_has_one_spec_and_a_missing_one_fails_at_import() -> 
         registry.check((not_waited_for, *registry.SPECS[1:]))
 
 
+def test_a_source_kind_declared_without_a_spec_fails_the_registry_check() -> None:
+    SourceKind.declare("orphan-deployments")
+    try:
+        with pytest.raises(RuntimeError, match="declared without a spec"):
+            registry.check(registry.SPECS)
+    finally:
+        SourceKind.withdraw("orphan-deployments")
+    with pytest.raises(ValueError, match="is not a SourceKind"):
+        SourceKind("orphan-deployments")  # reading one back accepts only declared kinds, like an enum
+
+
 def test_every_source_kind_is_watched_trimmed_and_stored() -> None:
     documents = set(ingest.DOCUMENT_NAMES)  # one named ConfigMap each
     for kind in SourceKind:
