@@ -47,6 +47,9 @@ SourceKind.DEPLOYMENTS = SourceKind.declare("deployments")
 SourceKind.STATEFULSETS = SourceKind.declare("statefulsets")
 SourceKind.DAEMONSETS = SourceKind.declare("daemonsets")
 SourceKind.CATALOG_CONFIGMAP = SourceKind.declare("catalog-configmap")
+# The kinds the non-route tables know (ingest, trim, contracts/kinds.py); every other kind is declared by
+# a route source's spec.
+BUILT_IN_KINDS = frozenset(SourceKind)
 
 
 # The built-in sources whose content decides the routes and the catalog: what a run waited for before

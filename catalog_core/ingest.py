@@ -17,6 +17,7 @@ import attrs
 from catalog_core import raw, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
+    BUILT_IN_KINDS,
     LiteLLMRowsObserved,
     LiteLLMUnreachable,
     ObjectDeleted,
@@ -328,9 +329,9 @@ _OBSERVE_DOCUMENT: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any] | 
     SourceKind.CATALOG_CONFIGMAP: _catalog_document,
 }
 _DOCUMENTS = {kind: (DOCUMENT_NAMES[kind], _OBSERVE_DOCUMENT[kind]) for kind in DOCUMENT_NAMES}
-_BUILT_IN_ROUTE_KINDS = {kind for kind in registry.BY_KIND if kind in registry.BUILT_IN_KINDS}
+_BUILT_IN_ROUTE_KINDS = {kind for kind in registry.BY_KIND if kind in BUILT_IN_KINDS}
 _READ = set(STORE) | set(_DOCUMENTS) | _BUILT_IN_ROUTE_KINDS
-if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or _READ != registry.BUILT_IN_KINDS:
+if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or _READ != BUILT_IN_KINDS:
     # every built-in source is a map of objects (STORE, _PARSE, or its spec) or one named document
     raise RuntimeError(f"ingest: sources neither stored nor observed: {set(SourceKind) - set(STORE)}")
 

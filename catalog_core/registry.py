@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 
 from catalog_core.commands import ObjectRef
-from catalog_core.events import CATALOG_SOURCES, SourceKind
+from catalog_core.events import BUILT_IN_KINDS, CATALOG_SOURCES, SourceKind
 from catalog_core.keys import ItemKey
 from catalog_core.rules import candidates as claims
 from catalog_core.sources.activation import ModelActivation
@@ -112,10 +112,6 @@ SPECS: tuple[SourceSpec, ...] = (
         value_type=KubeAIModel,
     ),
 )
-
-# The sources the non-route tables know (events.py, ingest, trim, contracts/kinds.py); every other kind
-# is a route source's, declared by its spec.
-BUILT_IN_KINDS: frozenset[SourceKind] = frozenset(SourceKind)
 
 BY_SOURCE: Mapping[Source, SourceSpec] = {}
 BY_PREFIX: Mapping[str, SourceSpec] = {}
