@@ -101,7 +101,9 @@ def generate(out: Path) -> Recorder:
 
     shell = SimulatedShell(config, world=world, now=START, executor=execute)
     shell.state = initial_state(config, [k for k in (*LISTED, SourceKind.SECRETS) if k in CATALOG_KINDS])
-    recorder = Recorder(settings, config, writer="inline", clock=lambda: shell.now, run_id=RUN_ID)
+    recorder = Recorder(
+        settings, config, writer="inline", state=shell.state, clock=lambda: shell.now, run_id=RUN_ID
+    )
     shell.recorder = recorder
     grouped = _by_source(config)
     info = {
