@@ -14,7 +14,9 @@ from ``Ticked.now``) and ``k`` (the record kind):
     ``state_schema`` (a fingerprint of the core state's shape, see
     :func:`state_schema`), ``snapshot_every`` and ``config`` (the decision-
     affecting configuration, ``CatalogConfig.as_env()``; checked by
-    :func:`config_env` to hold nothing secret).
+    :func:`config_env` to hold nothing secret) and, optionally, ``sources`` (the
+    source kinds the run's planning waited for; absent: the built-in catalog
+    sources, as every run waited for before route sources declared their own).
 ``event``
     ``event``: one event exactly as the core received it (raw objects are the
     redacted plain JSON the adapters produced).
