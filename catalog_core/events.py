@@ -34,19 +34,23 @@ class SourceKind(OpenEnum):
     CATALOG_CONFIGMAP: ClassVar[SourceKind]
 
 
-SourceKind.KUBEAI_MODELS = SourceKind.declare("kubeai-models")
-SourceKind.EXTERNAL_MODELS = SourceKind.declare("external-models")
-SourceKind.MODEL_ACTIVATIONS = SourceKind.declare("model-activations")
-SourceKind.FREETOKEN_DEPLOYMENTS = SourceKind.declare("freetoken-deployments")
-SourceKind.SERVICES = SourceKind.declare("services")
-SourceKind.SECRETS = SourceKind.declare("secrets")
-SourceKind.AGENT_TEMPLATES = SourceKind.declare("agent-templates")
-SourceKind.PODS = SourceKind.declare("pods")
-SourceKind.REPLICASETS = SourceKind.declare("replicasets")
-SourceKind.DEPLOYMENTS = SourceKind.declare("deployments")
-SourceKind.STATEFULSETS = SourceKind.declare("statefulsets")
-SourceKind.DAEMONSETS = SourceKind.declare("daemonsets")
-SourceKind.CATALOG_CONFIGMAP = SourceKind.declare("catalog-configmap")
+SourceKind.declare_constants(
+    {
+        "KUBEAI_MODELS": "kubeai-models",
+        "EXTERNAL_MODELS": "external-models",
+        "MODEL_ACTIVATIONS": "model-activations",
+        "FREETOKEN_DEPLOYMENTS": "freetoken-deployments",
+        "SERVICES": "services",
+        "SECRETS": "secrets",
+        "AGENT_TEMPLATES": "agent-templates",
+        "PODS": "pods",
+        "REPLICASETS": "replicasets",
+        "DEPLOYMENTS": "deployments",
+        "STATEFULSETS": "statefulsets",
+        "DAEMONSETS": "daemonsets",
+        "CATALOG_CONFIGMAP": "catalog-configmap",
+    }
+)
 # The kinds the non-route tables know (ingest, trim, contracts/kinds.py); every other kind is declared by
 # a route source's spec.
 BUILT_IN_KINDS = frozenset(SourceKind)

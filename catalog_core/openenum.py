@@ -55,6 +55,19 @@ class OpenEnum(str, metaclass=_Members):
         return member
 
     @classmethod
+    def declare_constants(cls, constants: dict[str, str]) -> None:
+        """Declare the members named by the class's annotated constants (attribute -> value)."""
+        annotated = {name for name, kind in cls.__annotations__.items() if "ClassVar" in str(kind)} - {
+            "_members"
+        }
+        if set(constants) != annotated:
+            raise RuntimeError(
+                f"{cls.__name__}: constants {sorted(constants)} but annotated {sorted(annotated)}"
+            )
+        for attribute, value in constants.items():
+            setattr(cls, attribute, cls.declare(value))
+
+    @classmethod
     def withdraw(cls, value: str) -> None:
         """Forget a member declared for a while (a test's throwaway source)."""
         cls._members.pop(value, None)

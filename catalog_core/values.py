@@ -48,10 +48,14 @@ class Source(OpenEnum):
     FREETOKEN: ClassVar[Source]
 
 
-Source.KUBEAI = Source.declare("kubeai")
-Source.EXTERNAL = Source.declare("external")
-Source.ACTIVATION = Source.declare("modelactivation")
-Source.FREETOKEN = Source.declare("freetoken")
+Source.declare_constants(
+    {
+        "KUBEAI": "kubeai",
+        "EXTERNAL": "external",
+        "ACTIVATION": "modelactivation",
+        "FREETOKEN": "freetoken",
+    }
+)
 
 
 # Each source's rank, id family and the rest: catalog_core/registry.py.
