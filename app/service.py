@@ -23,12 +23,11 @@ import anyio
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from adapters.eventlog.recorder import Recorder, RecorderSettings
-from adapters.kube.settings import KubeSettings
+from adapters.eventlog.recorder import Recorder
 from adapters.telemetry import Telemetry
 from app.catalog_size import CatalogSize
 from app.http import ProbeServer, Request, debug_allowed
-from app.leader import LeaderElector, LeaseConfig
+from app.leader import LeaderElector
 from app.library import ModelCatalog
 from app.settings import ServiceSettings
 from catalog_core.events import ROLLOUT_SOURCES, SourceKind
@@ -82,29 +81,15 @@ class Service:
             settings.catalog,
             api_client,
             litellm_master_key=settings.litellm_master_key.value,
-            litellm_resync_seconds=settings.litellm_resync_seconds,
+            options=settings.catalog_options(),
             leading=not settings.leader_election,
-            kube_settings=KubeSettings(
-                crd_recheck_seconds=settings.crd_recheck_seconds,
-                watch_timeout_seconds=settings.watch_timeout_seconds,
-            ),
-            probe_resolve=dict(settings.probe_resolve),
             telemetry=self.telemetry,
             recorder=self.recorder,
-            write_concurrency=settings.max_concurrent_writes,
-            catalog_min_write_interval=settings.catalog_min_write_interval,
         )
         self.loop = self.catalog.loop
         self.elector: LeaderElector | None = None
-        if settings.leader_election:
-            lease = LeaseConfig(
-                name=settings.lease_name,
-                namespace=settings.lease_namespace,
-                identity=settings.identity,
-                duration=settings.lease_duration_seconds,
-                renew_deadline=settings.lease_renew_deadline_seconds,
-                retry_period=settings.lease_retry_period_seconds,
-            )
+        lease = settings.lease()
+        if lease is not None:
             # Its own client (connection pool): no number of watches or writes can starve the renewal.
             self.elector = LeaderElector(lease_client or api_client, lease, self.catalog.set_leading)
         self.http = ProbeServer(
@@ -239,19 +224,8 @@ class Service:
 
 
 def _recorder(settings: ServiceSettings) -> Recorder | None:
-    if not settings.event_log_path:
-        return None
-    return Recorder(
-        RecorderSettings(
-            Path(settings.event_log_path),
-            max_bytes=settings.event_log_max_bytes,
-            max_files=settings.event_log_files,
-            snapshot_every=settings.event_log_snapshot_every,
-            ring_size=settings.event_log_ring,
-            ring_bytes=settings.event_log_ring_bytes,
-        ),
-        settings.catalog,
-    )
+    event_log = settings.event_log()
+    return Recorder(event_log, settings.catalog) if event_log is not None else None
 
 
 async def serve(
