@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import re
 from importlib import resources
 from typing import get_args
@@ -17,6 +19,7 @@ from catalog_core.events import ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
 from catalog_core.keys import CommandKey, CommandKind, ItemKey, RefKey, RefKind
 from catalog_core.plan import mark_key
+from catalog_core.spec import SourceSpec
 from catalog_core.state import STORE, initial_state
 from catalog_core.trim import spec_for
 from catalog_core.values import Source
@@ -39,6 +42,20 @@ def test_every_route_source_has_one_spec_and_a_missing_one_fails_at_import() -> 
     not_waited_for = attrs.evolve(registry.SPECS[0], kind=SourceKind.PODS)
     with pytest.raises(RuntimeError, match="not a catalog source"):
         registry.check((not_waited_for, *registry.SPECS[1:]))
+
+
+def test_every_source_module_with_a_spec_is_in_the_registry() -> None:
+    """A new source module whose spec was never added to registry.SPECS fails here (and its declared kind
+    fails registry.check), instead of its objects being silently ignored."""
+    import catalog_core.sources
+
+    for module in pkgutil.iter_modules(catalog_core.sources.__path__):
+        spec = getattr(importlib.import_module(f"catalog_core.sources.{module.name}"), "SPEC", None)
+        if isinstance(spec, SourceSpec):
+            assert spec in registry.SPECS, (
+                f"catalog_core/sources/{module.name}.py: add its SPEC to registry.SPECS"
+            )
+    registry.check(registry.SPECS)
 
 
 def test_a_source_kind_declared_without_a_spec_fails_the_registry_check() -> None:
