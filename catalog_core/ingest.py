@@ -150,9 +150,9 @@ def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> Cata
     updated = current.delete(key) if value is None else current.set(key, value)
     pending, control = _touched(state, source, name)
     if source is SourceKind.PODS:
-        births = _pod_birth(state, old, value)
-        state = attrs.evolve(state, cluster=attrs.evolve(state.cluster, pod_birth=births))
-    return attrs.evolve(state.with_stored(source, updated), pending=pending, control=control)
+        cluster = attrs.evolve(state.cluster, pods=updated, pod_birth=_pod_birth(state, old, value))
+        return attrs.evolve(state, cluster=cluster, pending=pending, control=control)
+    return state.with_stored(source, updated, pending=pending, control=control)
 
 
 def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:

@@ -322,19 +322,20 @@ class CatalogState:
         ``observed.stores``)."""
         place = STORE.get(kind)
         if place is None:
-            return self.observed.stores.get(kind.value) or _EMPTY
+            return self.observed.stores.get(kind) or _EMPTY
         found: PMap[Any] = getattr(getattr(self, place[0]), place[1])
         return found
 
-    def with_stored(self, kind: SourceKind, objects: PMap[Any]) -> CatalogState:
-        """This state with ``kind``'s typed objects replaced by ``objects``."""
+    def with_stored(self, kind: SourceKind, objects: PMap[Any], **changes: Any) -> CatalogState:
+        """This state with ``kind``'s typed objects replaced by ``objects`` (and the other top-level
+        ``changes``, in the same copy: this is the fold's hot path)."""
         place = STORE.get(kind)
         if place is None:
             stores = self.observed.stores
-            stores = stores.set(kind.value, objects) if objects else stores.delete(kind.value)
-            return attrs.evolve(self, observed=attrs.evolve(self.observed, stores=stores))
+            stores = stores.set(kind, objects) if objects else stores.delete(kind)
+            return attrs.evolve(self, observed=attrs.evolve(self.observed, stores=stores), **changes)
         group = getattr(self, place[0])
-        return attrs.evolve(self, **{place[0]: attrs.evolve(group, **{place[1]: objects})})
+        return attrs.evolve(self, **{place[0]: attrs.evolve(group, **{place[1]: objects})}, **changes)
 
 
 _EMPTY: PMap[Any] = empty()

@@ -350,7 +350,7 @@ def _register_stores(c: Converter) -> None:
         return PMap[spec.value_type]  # type: ignore[name-defined]
 
     def unstructure(stores: PMap[PMap[Any]]) -> dict[str, Any]:
-        return {kind: c.unstructure(items, value_type(kind)) for kind, items in stores.items()}
+        return {str(kind): c.unstructure(items, value_type(kind)) for kind, items in stores.items()}
 
     def structure(value: Any, _: Any) -> PMap[PMap[Any]]:
         if type(value) is not dict:
