@@ -33,40 +33,24 @@ class CatalogOptions:
     # host:port -> host:port for the runtimes' health probes (a controller outside the cluster)
     probe_resolve: tuple[tuple[str, str], ...] = ()
 
-    @classmethod
-    def from_keywords(
-        cls,
-        *,
-        litellm_base_url: str | None = None,
-        litellm_resync_seconds: float | None = None,
-        kube_settings: KubeSettings | None = None,
-        probe_resolve: Mapping[str, str] | None = None,
-        write_concurrency: int | None = None,
-        catalog_min_write_interval: float | None = None,
-    ) -> CatalogOptions:
-        """The options that ``ModelCatalog``'s older keyword arguments spell one by one (None: default)."""
-        litellm, writes = LiteLLMOptions(), WriteOptions()
-        return cls(
-            litellm=LiteLLMOptions(
-                litellm_base_url,
-                litellm.resync_seconds if litellm_resync_seconds is None else litellm_resync_seconds,
-            ),
-            kube=kube_settings if kube_settings is not None else KubeSettings(),
-            writes=WriteOptions(
-                writes.concurrency if write_concurrency is None else write_concurrency,
-                writes.catalog_min_interval
-                if catalog_min_write_interval is None
-                else catalog_min_write_interval,
-            ),
-            probe_resolve=tuple((probe_resolve or {}).items()),
-        )
-
 
 def options_of(options: CatalogOptions | None, keywords: Mapping[str, Any]) -> CatalogOptions:
-    """``options``, or the one the compatibility keywords describe; never both (which wins is unclear)."""
-    given = {name: value for name, value in keywords.items() if value is not None}
-    if options is None:
-        return CatalogOptions.from_keywords(**given)
-    if given:
-        raise TypeError(f"pass either options= or {', '.join(sorted(given))}, not both")
-    return options
+    """``options``, or the one that ``ModelCatalog``'s older keywords (``keywords``, None: not given) spell
+    one by one; never both (which would win is unclear)."""
+    given: dict[str, Any] = {name: value for name, value in keywords.items() if value is not None}
+    if options is not None:
+        if given:
+            raise TypeError(f"pass either options= or {', '.join(sorted(given))}, not both")
+        return options
+    litellm, writes = LiteLLMOptions(), WriteOptions()
+    return CatalogOptions(
+        litellm=LiteLLMOptions(
+            given.get("litellm_base_url"), given.get("litellm_resync_seconds", litellm.resync_seconds)
+        ),
+        kube=given.get("kube_settings", KubeSettings()),
+        writes=WriteOptions(
+            given.get("write_concurrency", writes.concurrency),
+            given.get("catalog_min_write_interval", writes.catalog_min_interval),
+        ),
+        probe_resolve=tuple(given.get("probe_resolve", {}).items()),
+    )
