@@ -35,6 +35,10 @@ bench *ARGS:
 embed-cost *ARGS:
     {{py}} -m bench.embed_cost {{ARGS}}
 
+# Regenerate contracts/schemas/sources.schema.json from the source registry (the other schemas $ref it).
+schemas:
+    {{py}} -m contracts.source_schema
+
 # Render the bundled example cluster against a saved LiteLLM /model/info.
 render-example:
     .venv/bin/model-catalog render -f examples/cluster.yaml --litellm-info examples/litellm-info.json --healthy phi-4-mini

@@ -37,7 +37,7 @@ from app.http import Handler, ProbeServer, Request
 from app.leader import LeaderElector, LeaseConfig
 from app.library import CatalogView, ModelCatalog
 from catalog_core.config import CatalogConfig
-from catalog_core.events import CATALOG_SOURCES, SourceKind
+from catalog_core.events import SourceKind
 from catalog_core.plan import catalog_inputs_known
 
 T = TypeVar("T")
@@ -309,7 +309,7 @@ def probe_routes(catalog: ModelCatalog) -> dict[str, Handler]:
     async def readyz(request: Request) -> tuple[int, str, bytes]:
         state = catalog.state
         if not catalog_inputs_known(state):
-            waiting = [k.value for k in CATALOG_SOURCES if not state.source(k).known]
+            waiting = sorted(k.value for k in state.waits_for if not state.source(k).known)
             if not state.litellm.status.observed_once:
                 waiting.append("litellm")
             return 503, "text/plain", ("not ready: waiting for " + ", ".join(waiting) + "\n").encode()

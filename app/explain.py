@@ -14,7 +14,6 @@ Kubernetes Events. The story ends with its final state and why.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -22,18 +21,17 @@ import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogReadError
 from app.deferrals import deferral_lines
-from app.progress import LogProgress
 from app.replay import (
     EXIT_OK,
-    EXIT_UNREADABLE,
     Notice,
-    Replayer,
     SnapshotSeen,
     Step,
+    command_streams,
     describe_command,
     describe_event,
+    reading,
+    unreadable,
 )
-from app.terminal import safe_streams
 from catalog_core import registry
 from catalog_core.commands import (
     Command,
@@ -418,17 +416,16 @@ def run(
     *,
     until: int | None = None,
     as_json: bool = False,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> int:
-    with LogProgress(path, err if err is not None else sys.stderr) as progress:
-        out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
+    with command_streams(path, out, err) as streams:
+        progress, out, err = streams
         story = Story(model)
         names: set[str] = set()
         try:
-            replayer = Replayer(path, until=until, max_line_bytes=max_line_bytes)
-            replayer.progress = progress.at if progress.enabled else None
+            replayer = reading(path, progress, until=until, max_line_bytes=max_line_bytes)
             title = (
                 f"{model} in {path} (run {replayer.header.run}, "
                 f"model-catalog {replayer.header.service_version})"
@@ -456,12 +453,8 @@ def run(
                         print(title, file=out)
                         title = ""
                     _print_chapter(chapter, out)
-        except LogReadError as exc:
-            print(f"model-catalog: {exc}", file=err)
-            return EXIT_UNREADABLE
-        except wire.LogFormatError as exc:
-            print(f"model-catalog: {path}: {exc}", file=err)
-            return EXIT_UNREADABLE
+        except (LogReadError, wire.LogFormatError) as exc:
+            return unreadable(exc, path, err)
         if not story.seen:
             known = ", ".join(sorted(names)) or "(none)"
             print(f"model-catalog: {model} never appears in {path}; models seen: {known}", file=err)

@@ -34,9 +34,9 @@ from adapters.litellm.observer import LiteLLMObserver
 from adapters.ports import Executor
 from adapters.vault import SecretVault
 from app.loop import CatalogLoop, Recorder, Telemetry
+from app.options import CatalogOptions, options_of
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
-    CATALOG_SOURCES,
     Event,
     LeadershipChanged,
     ObjectDeleted,
@@ -46,6 +46,7 @@ from catalog_core.events import (
 )
 from catalog_core.plan import all_records, catalog_inputs_known, rendered_catalog
 from catalog_core.redact import redact_for_source
+from catalog_core.registry import CATALOG_KINDS as CATALOG_SOURCES
 from catalog_core.state import CatalogState
 
 if TYPE_CHECKING:
@@ -73,22 +74,36 @@ class ModelCatalog:
         api_client: Any,
         *,
         litellm_master_key: str,
-        litellm_base_url: str | None = None,
+        options: CatalogOptions | None = None,
         host_sources: Iterable[SourceKind] = (),
-        litellm_resync_seconds: float = 30.0,
         leading: bool = True,
-        kube_settings: KubeSettings | None = None,
-        probe_resolve: Mapping[str, str] | None = None,
         telemetry: Telemetry | None = None,
         recorder: Recorder | None = None,
-        write_concurrency: int = 4,
-        catalog_min_write_interval: float = 0.5,
         litellm_transport: httpx.AsyncBaseTransport | None = None,
         extra_executors: Iterable[Executor] = (),
         meter_provider: Any = None,
+        # The adapters' settings one by one, as before ``options``: still accepted (not with ``options``).
+        litellm_base_url: str | None = None,
+        litellm_resync_seconds: float | None = None,
+        kube_settings: KubeSettings | None = None,
+        probe_resolve: Mapping[str, str] | None = None,
+        write_concurrency: int | None = None,
+        catalog_min_write_interval: float | None = None,
     ) -> None:
-        """``meter_provider``: a host's OpenTelemetry ``MeterProvider`` to register the catalog's metrics
+        """``options``: how the adapters run (``app.options.CatalogOptions``; default: the defaults).
+        ``meter_provider``: a host's OpenTelemetry ``MeterProvider`` to register the catalog's metrics
         with (ignored when ``telemetry`` is given); without either, no metrics at all."""
+        self.options = options = options_of(
+            options,
+            {
+                "litellm_base_url": litellm_base_url,
+                "litellm_resync_seconds": litellm_resync_seconds,
+                "kube_settings": kube_settings,
+                "probe_resolve": probe_resolve,
+                "write_concurrency": write_concurrency,
+                "catalog_min_write_interval": catalog_min_write_interval,
+            },
+        )
         self.config = config
         self.vault = SecretVault()
         self.host_sources = frozenset(host_sources)
@@ -96,14 +111,16 @@ class ModelCatalog:
             api_client,
             config,
             self.vault,
-            settings=kube_settings,
-            probe_resolve=probe_resolve,
+            settings=options.kube,
+            probe_resolve=dict(options.probe_resolve),
             skip=self.host_sources,
         )
         self.litellm_client = LiteLLMClient(
-            litellm_base_url or config.litellm_base_url, litellm_master_key, transport=litellm_transport
+            options.litellm.base_url or config.litellm_base_url,
+            litellm_master_key,
+            transport=litellm_transport,
         )
-        self.observer = LiteLLMObserver(self.litellm_client, resync_seconds=litellm_resync_seconds)
+        self.observer = LiteLLMObserver(self.litellm_client, resync_seconds=options.litellm.resync_seconds)
         executors: list[Executor] = [
             *extra_executors,
             LiteLLMExecutor(self.litellm_client, self.vault, self.observer),
@@ -120,8 +137,8 @@ class ModelCatalog:
             executors,
             recorder=recorder,
             telemetry=telemetry,
-            write_concurrency=write_concurrency,
-            catalog_min_interval=catalog_min_write_interval,
+            write_concurrency=options.writes.concurrency,
+            catalog_min_interval=options.writes.catalog_min_interval,
             leading=leading,
         )
         self._ready = anyio.Event()

@@ -19,6 +19,7 @@ and the reason on stderr).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -124,7 +125,11 @@ class Replayer:
         except wire.LogFormatError as exc:
             raise LogReadError(self.log.path, 1, str(exc)) from None
         self.schema_matches = self.header.state_schema == wire.STATE_SCHEMA
-        self.state = initial_state(self.config)
+        try:
+            waits_for = self.header.waits_for()
+        except wire.LogFormatError as exc:
+            raise LogReadError(self.log.path, 1, str(exc)) from None
+        self.state = initial_state(self.config, waits_for)
         self.last_seq: int | None = None
         self.progress: Callable[[int], None] | None = None  # told each record's byte offset (a bar)
         self.first_seq: int | None = None
@@ -449,6 +454,31 @@ def compare_state(item: SnapshotSeen) -> Divergence | None:
 # --- the command -------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def command_streams(
+    path: str, out: IO[str] | None, err: IO[str] | None
+) -> Iterator[tuple[LogProgress, IO[str], IO[str]]]:
+    """A log-reading command's progress bar (on a terminal) and its output streams, made safe to print to."""
+    stderr = err if err is not None else sys.stderr
+    with LogProgress(path, stderr) as progress:
+        safe_out, safe_err = safe_streams(out, progress.stream(stderr))
+        yield progress, safe_out, safe_err
+
+
+def reading(path: str, progress: LogProgress, **options: Any) -> Replayer:
+    """A replayer of ``path`` (``options``: ``Replayer``'s) that shows how far it has read on ``progress``."""
+    replayer = Replayer(path, **options)
+    replayer.progress = progress.at if progress.enabled else None
+    return replayer
+
+
+def unreadable(exc: LogReadError | wire.LogFormatError, path: str, err: IO[str]) -> int:
+    """Say why the log cannot be read (once, on ``err``); the exit status of a command that reads it."""
+    where_ = f"{exc}" if isinstance(exc, LogReadError) else f"{path}: {exc}"
+    print(f"model-catalog: {where_}", file=err)
+    return EXIT_UNREADABLE
+
+
 def run(
     path: str,
     *,
@@ -460,12 +490,13 @@ def run(
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
-    with LogProgress(path, err if err is not None else sys.stderr) as progress:
-        out, err = safe_streams(out, progress.stream(err if err is not None else sys.stderr))
+    with command_streams(path, out, err) as streams:
+        progress, out, err = streams
         events = commands = snapshots = 0
         try:
-            replayer = Replayer(path, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes)
-            replayer.progress = progress.at if progress.enabled else None
+            replayer = reading(
+                path, progress, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes
+            )
             if verify and not replayer.schema_matches:
                 print(
                     "note: the snapshots were written with another state shape; only commands are compared",
@@ -492,12 +523,8 @@ def run(
                     else:
                         for command in item.commands:
                             print(command_line(item.seq, command), file=out)
-        except LogReadError as exc:
-            print(f"model-catalog: {exc}", file=err)
-            return EXIT_UNREADABLE
-        except wire.LogFormatError as exc:
-            print(f"model-catalog: {path}: {exc}", file=err)
-            return EXIT_UNREADABLE
+        except (LogReadError, wire.LogFormatError) as exc:
+            return unreadable(exc, path, err)
         first, last = replayer.first_seq, replayer.last_seq
         span = f"seq {first}..{last}" if first is not None else "no events"
         if verify:

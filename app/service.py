@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING
 import anyio
 from kubernetes_asyncio import client as k8s_client
 
-from adapters.kube.settings import KubeSettings
 from adapters.telemetry import Telemetry
 from app.catalog_size import CatalogSize
 from app.http import ProbeServer, Request, debug_allowed
 from app.kube_client import load_api_client
-from app.leader import LeaderElector, LeaseConfig
+from app.leader import LeaderElector
 from app.library import ModelCatalog
 from app.settings import ServiceSettings
-from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.registry import CATALOG_KINDS
 
 if TYPE_CHECKING:
     from adapters.eventlog.recorder import Recorder
@@ -42,7 +42,7 @@ LIVENESS_STALL_SECONDS = 30.0
 _DEBUG_FORBIDDEN = (
     b"forbidden: ask from the pod itself (loopback) or with Authorization: Bearer <CATALOG_DEBUG_TOKEN>\n"
 )
-READY_SOURCES = (*CATALOG_SOURCES, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
+READY_SOURCES = (*CATALOG_KINDS, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
 
 
 def version() -> str:
@@ -72,29 +72,15 @@ class Service:
             settings.catalog,
             api_client,
             litellm_master_key=settings.litellm_master_key.value,
-            litellm_resync_seconds=settings.litellm_resync_seconds,
+            options=settings.catalog_options(),
             leading=not settings.leader_election,
-            kube_settings=KubeSettings(
-                crd_recheck_seconds=settings.crd_recheck_seconds,
-                watch_timeout_seconds=settings.watch_timeout_seconds,
-            ),
-            probe_resolve=dict(settings.probe_resolve),
             telemetry=self.telemetry,
             recorder=self.recorder,
-            write_concurrency=settings.max_concurrent_writes,
-            catalog_min_write_interval=settings.catalog_min_write_interval,
         )
         self.loop = self.catalog.loop
         self.elector: LeaderElector | None = None
-        if settings.leader_election:
-            lease = LeaseConfig(
-                name=settings.lease_name,
-                namespace=settings.lease_namespace,
-                identity=settings.identity,
-                duration=settings.lease_duration_seconds,
-                renew_deadline=settings.lease_renew_deadline_seconds,
-                retry_period=settings.lease_retry_period_seconds,
-            )
+        lease = settings.lease()
+        if lease is not None:
             # Its own client (connection pool): no number of watches or writes can starve the renewal.
             self.elector = LeaderElector(lease_client or api_client, lease, self.catalog.set_leading)
         self.http = ProbeServer(
@@ -229,22 +215,13 @@ class Service:
 
 
 def _recorder(settings: ServiceSettings) -> Recorder | None:
-    if not settings.event_log_path:
+    event_log = settings.event_log()
+    if event_log is None:
         return None
     # Imported only when the event log is on (off by default): its wire format is a few MiB of converters.
-    from adapters.eventlog.recorder import Recorder, RecorderSettings
+    from adapters.eventlog.recorder import Recorder
 
-    return Recorder(
-        RecorderSettings(
-            Path(settings.event_log_path),
-            max_bytes=settings.event_log_max_bytes,
-            max_files=settings.event_log_files,
-            snapshot_every=settings.event_log_snapshot_every,
-            ring_size=settings.event_log_ring,
-            ring_bytes=settings.event_log_ring_bytes,
-        ),
-        settings.catalog,
-    )
+    return Recorder(event_log, settings.catalog)
 
 
 async def serve(

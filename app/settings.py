@@ -10,10 +10,16 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
 from catalog_core.config import CatalogConfig, ConfigError
+
+if TYPE_CHECKING:
+    from adapters.eventlog.recorder import RecorderSettings
+    from app.leader import LeaseConfig
+    from app.options import CatalogOptions
 
 
 @attrs.frozen(repr=False)
@@ -57,6 +63,54 @@ class ServiceSettings:
     otlp_endpoint: str = ""
     log_level: str = "INFO"
     debug_token: Secret | None = None  # CATALOG_DEBUG_TOKEN: lets non-loopback clients read /debug/eventlog
+
+    # The settings of each part, nested as that part takes them (imported when asked for: loading the
+    # settings stays cheap for commands that start none of them).
+    def catalog_options(self) -> CatalogOptions:
+        """How ``ModelCatalog``'s adapters run."""
+        from adapters.kube.settings import KubeSettings
+        from app.options import CatalogOptions, LiteLLMOptions, WriteOptions
+
+        return CatalogOptions(
+            litellm=LiteLLMOptions(resync_seconds=self.litellm_resync_seconds),
+            kube=KubeSettings(
+                crd_recheck_seconds=self.crd_recheck_seconds, watch_timeout_seconds=self.watch_timeout_seconds
+            ),
+            writes=WriteOptions(self.max_concurrent_writes, self.catalog_min_write_interval),
+            probe_resolve=self.probe_resolve,
+        )
+
+    def lease(self) -> LeaseConfig | None:
+        """The Lease to take (None: no leader election, this replica leads at once)."""
+        from app.leader import LeaseConfig
+
+        if not self.leader_election:
+            return None
+        return LeaseConfig(
+            name=self.lease_name,
+            namespace=self.lease_namespace,
+            identity=self.identity,
+            duration=self.lease_duration_seconds,
+            renew_deadline=self.lease_renew_deadline_seconds,
+            retry_period=self.lease_retry_period_seconds,
+        )
+
+    def event_log(self) -> RecorderSettings | None:
+        """Where and how the event log is recorded (None: it is not)."""
+        from pathlib import Path
+
+        from adapters.eventlog.recorder import RecorderSettings
+
+        if not self.event_log_path:
+            return None
+        return RecorderSettings(
+            Path(self.event_log_path),
+            max_bytes=self.event_log_max_bytes,
+            max_files=self.event_log_files,
+            snapshot_every=self.event_log_snapshot_every,
+            ring_size=self.event_log_ring,
+            ring_bytes=self.event_log_ring_bytes,
+        )
 
 
 _BOOL = {

@@ -7,6 +7,7 @@ is harmless and an outcome names exactly which command it answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -71,6 +72,16 @@ def _identified(cls: type[T]) -> type[T]:
     return cls
 
 
+class _Key:
+    """A command's ``key``, computed from its fields by ``catalog_core.keys`` (read-only, not a field)."""
+
+    def __init__(self, of: Callable[[Any], str]) -> None:
+        self._of = of
+
+    def __get__(self, command: Any, owner: type | None = None) -> str:
+        return self._of(command)
+
+
 @attrs.frozen
 @_identified
 class _LiteLLMWrite:
@@ -81,9 +92,7 @@ class _LiteLLMWrite:
     api_key: ApiKeyRef | None
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.litellm_key(self.model_id)
+    key = _Key(lambda c: keys.litellm_key(c.model_id))
 
 
 @attrs.frozen
@@ -107,9 +116,7 @@ class DeleteLiteLLMModel:
     model_id: str
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.litellm_key(self.model_id)
+    key = _Key(lambda c: keys.litellm_key(c.model_id))
 
 
 @attrs.frozen
@@ -128,9 +135,7 @@ class WriteCatalog:
             self, "id", short_hash(f"WriteCatalog/{self.namespace}/{self.name}/{self.fingerprint}")
         )
 
-    @property
-    def key(self) -> str:
-        return keys.catalog_key(self.namespace, self.name)
+    key = _Key(lambda c: keys.catalog_key(c.namespace, c.name))
 
 
 @attrs.frozen
@@ -144,9 +149,7 @@ class PatchAgentTemplate:
     patch: Json
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.agent_template_key(self.namespace, self.name)
+    key = _Key(lambda c: keys.agent_template_key(c.namespace, c.name))
 
 
 @attrs.frozen
@@ -160,9 +163,7 @@ class RollWorkload:
     catalog_hash: str
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.rollout_key(self.namespace, self.kind, self.name)
+    key = _Key(lambda c: keys.rollout_key(c.namespace, c.kind, c.name))
 
 
 @attrs.frozen
@@ -176,9 +177,7 @@ class EvictPod:
     catalog_hash: str
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.evict_key(self.namespace, self.name)
+    key = _Key(lambda c: keys.evict_key(c.namespace, c.name))
 
 
 @attrs.frozen
@@ -190,9 +189,7 @@ class ProbeRuntime:
     url: str
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.probe_key(self.runtime)
+    key = _Key(lambda c: keys.probe_key(c.runtime))
 
 
 @attrs.frozen
@@ -215,9 +212,7 @@ class EmitKubernetesEvent:
     event_type: str = "Warning"
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.event_key(self.id)
+    key = _Key(lambda c: keys.event_key(c.id))
 
 
 @attrs.frozen
@@ -237,9 +232,7 @@ class WatchSecrets:
     secrets: tuple[SecretWatch, ...]
     id: str = attrs.field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return keys.secret_watch_key(self.namespace)
+    key = _Key(lambda c: keys.secret_watch_key(c.namespace))
 
 
 # Commands that only read: a standby replica still issues them to keep its state warm.

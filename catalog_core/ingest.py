@@ -17,6 +17,7 @@ import attrs
 from catalog_core import raw, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
+    BUILT_IN_KINDS,
     LiteLLMRowsObserved,
     LiteLLMUnreachable,
     ObjectDeleted,
@@ -41,13 +42,11 @@ from catalog_core.keys import (
 )
 from catalog_core.pmap import PMap
 from catalog_core.reasons import Reason
-from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.agent_template import AgentTemplateInfo
 from catalog_core.sources.catalog_configmap import ObservedCatalog
 from catalog_core.sources.consumers import ConsumerPod, ReplicaSetOwner, Workload
 from catalog_core.sources.external import ExternalModelsDocument
-from catalog_core.sources.freetoken import FreeTokenRuntime, ServicePort
-from catalog_core.sources.kubeai import KubeAIModel
+from catalog_core.sources.freetoken import ServicePort
 from catalog_core.sources.litellm_row import LiteLLMRow, whitelist_row
 from catalog_core.sources.secret import SecretInfo
 from catalog_core.state import (
@@ -81,11 +80,9 @@ def _workload(kind: SourceKind, state: CatalogState, obj: Mapping[str, Any]) -> 
     return Workload.from_k8s(obj, _WORKLOAD_KIND[kind])
 
 
-# How an object of each map-shaped source becomes a typed value (every key of STORE has one).
+# How an object of each map-shaped source that is not a route source becomes a typed value (every key of
+# STORE has one); a route source's parser is its spec's.
 _PARSE: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any]], Any]] = {
-    SourceKind.KUBEAI_MODELS: lambda state, obj: KubeAIModel.from_k8s(obj),
-    SourceKind.MODEL_ACTIVATIONS: lambda state, obj: ModelActivation.from_k8s(obj, state.config.namespace),
-    SourceKind.FREETOKEN_DEPLOYMENTS: lambda state, obj: FreeTokenRuntime.from_k8s(obj),
     SourceKind.SERVICES: lambda state, obj: ServicePort.from_k8s(obj),
     SourceKind.SECRETS: lambda state, obj: SecretInfo.from_k8s(obj),
     SourceKind.AGENT_TEMPLATES: lambda state, obj: AgentTemplateInfo.from_k8s(obj),
@@ -98,7 +95,12 @@ if set(_PARSE) != set(STORE):  # a map-shaped source must be both parsed and sto
 
 
 def _parse(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> Any:
-    return _PARSE[source](state, obj)
+    parse = _PARSE.get(source)
+    if parse is None:
+        spec_parse = registry.BY_KIND[source].parse
+        assert spec_parse is not None  # a document source never reaches here (_DOCUMENTS)
+        parse = spec_parse
+    return parse(state, obj)
 
 
 def _key(source: SourceKind, name: str) -> str:
@@ -140,21 +142,17 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
 
 def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> CatalogState:
     """Store (or, with None, remove) one parsed object; a no-op when nothing changed."""
-    group_name, field = STORE[source]
-    group = getattr(state, group_name)
-    current: PMap[Any] = getattr(group, field)
+    current = state.stored(source)
     key = _key(source, name)
     old = current.get(key)
     if old == value:
         return state
     updated = current.delete(key) if value is None else current.set(key, value)
-    changes: dict[str, Any] = {field: updated}
-    if source is SourceKind.PODS:
-        changes["pod_birth"] = _pod_birth(state, old, value)
     pending, control = _touched(state, source, name)
-    return attrs.evolve(
-        state, pending=pending, control=control, **{group_name: attrs.evolve(group, **changes)}
-    )
+    if source is SourceKind.PODS:
+        cluster = attrs.evolve(state.cluster, pods=updated, pod_birth=_pod_birth(state, old, value))
+        return attrs.evolve(state, cluster=cluster, pending=pending, control=control)
+    return state.with_stored(source, updated, pending=pending, control=control)
 
 
 def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:
@@ -244,8 +242,7 @@ def _replace_all(
             continue
         seen.add(name)
         state = _put(state, source, name, _parse(state, source, obj))
-    group_name, field = STORE[source]
-    current: PMap[Any] = getattr(getattr(state, group_name), field)
+    current = state.stored(source)
     prefix = f"{_WORKLOAD_KIND[source]}/" if source in _WORKLOAD_KIND else ""
     for key in list(current):
         if prefix and not key.startswith(prefix):
@@ -332,8 +329,10 @@ _OBSERVE_DOCUMENT: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any] | 
     SourceKind.CATALOG_CONFIGMAP: _catalog_document,
 }
 _DOCUMENTS = {kind: (DOCUMENT_NAMES[kind], _OBSERVE_DOCUMENT[kind]) for kind in DOCUMENT_NAMES}
-if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or set(STORE) | set(_DOCUMENTS) != set(SourceKind):
-    # every source is either a map of objects (STORE, _PARSE) or one named document, never neither
+_BUILT_IN_ROUTE_KINDS = {kind for kind in registry.BY_KIND if kind in BUILT_IN_KINDS}
+_READ = set(STORE) | set(_DOCUMENTS) | _BUILT_IN_ROUTE_KINDS
+if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or _READ != BUILT_IN_KINDS:
+    # every built-in source is a map of objects (STORE, _PARSE, or its spec) or one named document
     raise RuntimeError(f"ingest: sources neither stored nor observed: {set(SourceKind) - set(STORE)}")
 
 

@@ -29,7 +29,7 @@ from catalog_core.commands import (
     WatchSecrets,
     WriteCatalog,
 )
-from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
 from catalog_core.keys import (
     CommandKey,
@@ -118,7 +118,7 @@ def _admit(control: Control, inflight: PMap[Command], now: float, key: str, comm
 
 
 def catalog_inputs_known(state: CatalogState) -> bool:
-    for kind in CATALOG_SOURCES:
+    for kind in state.waits_for:
         if kind is SourceKind.SECRETS:
             continue
         if not state.source(kind).known:

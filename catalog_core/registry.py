@@ -8,46 +8,27 @@ it, or a spec inconsistent with the others, fails at import (``check``), never a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-
-import attrs
+import contextlib
+from collections.abc import Iterator, Mapping
 
 from catalog_core.commands import ObjectRef
-from catalog_core.events import CATALOG_SOURCES, SourceKind
+from catalog_core.events import BUILT_IN_KINDS, CATALOG_SOURCES, SourceKind
 from catalog_core.keys import ItemKey
 from catalog_core.rules import candidates as claims
+from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.common import Problem
+from catalog_core.sources.freetoken import RUNTIME_MATCH, FreeTokenRuntime
+from catalog_core.sources.kubeai import KubeAIModel
+from catalog_core.spec import (
+    Resource,
+    SourceSpec,
+    deployment_target,
+    runtime_deployments,
+    runtime_model_name,
+)
 from catalog_core.state import Candidate, CatalogState
-from catalog_core.values import ID_PREFIX, Source, slug
-
-Claim = Callable[[CatalogState, "SourceSpec", ItemKey], Candidate | None]
-WarningTarget = Callable[[CatalogState, ItemKey, str], ObjectRef | None]
-PublishedName = Callable[[CatalogState, "SourceSpec", ItemKey], str | None]
-
-
-@attrs.frozen
-class SourceSpec:
-    source: Source  # the routes.json ``source`` of its records
-    item_prefix: str  # its item keys are ``<item_prefix>/<name>``
-    kind: SourceKind  # the Kubernetes source whose objects are its items
-    rank: int  # one owned route per name: the higher rank wins (behaviour §3); a tie goes to the item key
-    id_family: str  # its rows' ids are ``ai-appliance-<id_family>-<slug>``; also model_info.source
-    health_gated: bool  # published only once its endpoint answers GET /health (behaviour §4)
-    claim: Claim  # the item's claim to a route, or the reason it has none; None when it does not exist
-    warning_target: WarningTarget  # the object a Warning Event about the item is on (state, key, uid)
-    # the model name an item would publish under, known before (or without) a claim; for ``explain``
-    published_name: PublishedName = lambda state, spec, key: key.name
-    # for items read from one document (its warning target): that document's problem, if unreadable
-    document_problem: Callable[[CatalogState], Problem | None] | None = None
-
-    def item(self, name: str) -> ItemKey:
-        return ItemKey(self.item_prefix, name)
-
-    def route_id(self, model_name: str) -> str:
-        return f"{ID_PREFIX}{self.id_family}-{slug(model_name)}"
-
-    def health_key(self, item: ItemKey) -> str:
-        return health_key(item)
+from catalog_core.trim import TRIM
+from catalog_core.values import Source
 
 
 def _kubeai_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
@@ -66,30 +47,34 @@ def _activation_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef
     return ObjectRef("appliance.magicstick.dev/v1alpha1", "ModelActivation", ns, key.name, uid)
 
 
-def _runtime_model_name(state: CatalogState, spec: SourceSpec, key: ItemKey) -> str | None:
-    runtime = state.stored(spec.kind).get(key.name)
-    return (runtime.activation or runtime.name) if runtime is not None else None
-
-
-def _deployment_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
-    return ObjectRef("apps/v1", "Deployment", state.config.namespace, key.name, uid)
-
-
 SPECS: tuple[SourceSpec, ...] = (
     SourceSpec(
         Source.ACTIVATION,
         "activation",
         SourceKind.MODEL_ACTIVATIONS,
+        Resource(
+            "appliance.magicstick.dev",
+            "v1alpha1",
+            "modelactivations",
+            "ModelActivation",
+            "appliance",
+            crd=True,
+        ),
+        TRIM[SourceKind.MODEL_ACTIVATIONS],
         rank=3,
         id_family="external",
         health_gated=False,
         claim=claims.activation_claim,
         warning_target=_activation_target,
+        parse=lambda state, obj: ModelActivation.from_k8s(obj, state.config.namespace),
+        value_type=ModelActivation,
     ),
     SourceSpec(
         Source.EXTERNAL,
         "external",
         SourceKind.EXTERNAL_MODELS,
+        Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
+        TRIM[SourceKind.EXTERNAL_MODELS],
         rank=2,
         id_family="external",
         health_gated=False,
@@ -101,31 +86,41 @@ SPECS: tuple[SourceSpec, ...] = (
         Source.FREETOKEN,
         "freetoken",
         SourceKind.FREETOKEN_DEPLOYMENTS,
+        runtime_deployments(RUNTIME_MATCH),
+        TRIM[SourceKind.FREETOKEN_DEPLOYMENTS],
         rank=1,
         id_family="freetoken",
         health_gated=True,
         claim=claims.runtime_claim,
-        warning_target=_deployment_target,
-        published_name=_runtime_model_name,
+        warning_target=deployment_target,
+        parse=lambda state, obj: FreeTokenRuntime.from_k8s(obj),
+        value_type=FreeTokenRuntime,
+        published_name=runtime_model_name,
     ),
     SourceSpec(
         Source.KUBEAI,
         "kubeai",
         SourceKind.KUBEAI_MODELS,
+        Resource("kubeai.org", "v1", "models", "Model", "namespace", crd=True),
+        TRIM[SourceKind.KUBEAI_MODELS],
         rank=0,
         id_family="kubeai",
         health_gated=False,
         claim=claims.kubeai_claim,
         warning_target=_kubeai_target,
+        parse=lambda state, obj: KubeAIModel.from_k8s(obj),
+        value_type=KubeAIModel,
     ),
 )
 
-BY_SOURCE: Mapping[Source, SourceSpec] = {spec.source: spec for spec in SPECS}
-BY_PREFIX: Mapping[str, SourceSpec] = {spec.item_prefix: spec for spec in SPECS}
-BY_KIND: Mapping[SourceKind, SourceSpec] = {spec.kind: spec for spec in SPECS}
+BY_SOURCE: Mapping[Source, SourceSpec] = {}
+BY_PREFIX: Mapping[str, SourceSpec] = {}
+BY_KIND: Mapping[SourceKind, SourceSpec] = {}
+# Every source whose content decides the routes and the catalog: planning waits for all of them.
+CATALOG_KINDS: tuple[SourceKind, ...] = ()
 # The health gate of the first health-gated source is keyed by the bare item name (the key format of the
 # event log since its first version); any other gated source's by its whole item key.
-_BARE_HEALTH_PREFIX = next((s.item_prefix for s in SPECS if s.health_gated), "")
+_BARE_HEALTH_PREFIX = ""
 
 
 def check(specs: tuple[SourceSpec, ...]) -> None:
@@ -143,13 +138,49 @@ def check(specs: tuple[SourceSpec, ...]) -> None:
     for spec in specs:
         if "/" in spec.item_prefix or "-" in spec.id_family or not spec.id_family:
             raise RuntimeError(f"registry: {spec.source}: an item prefix or id family that cannot be parsed")
-        if spec.kind not in CATALOG_SOURCES:
+        if spec.kind not in CATALOG_SOURCES and spec.kind in BUILT_IN_KINDS:
             raise RuntimeError(
-                f"registry: {spec.source}: {spec.kind} is not in CATALOG_SOURCES (planning would not wait)"
+                f"registry: {spec.source}: {spec.kind} is a built-in source that is not a catalog source"
             )
+        if (spec.parse is None) != (spec.value_type is None) or (spec.parse is None) != (
+            spec.document_problem is not None
+        ):
+            raise RuntimeError(
+                f"registry: {spec.source}: read object by object (parse, value_type) or as a document"
+            )
+    declared = set(SourceKind) - BUILT_IN_KINDS - {s.kind for s in specs}
+    if declared:
+        raise RuntimeError(f"registry: source kinds declared without a spec: {sorted(declared)}")
 
 
-check(SPECS)
+def install(specs: tuple[SourceSpec, ...]) -> None:
+    """Make ``specs`` the route sources (checked first). At import, and for a test's throwaway source."""
+    # Module globals on purpose: every reader looks them up at call time (registry.BY_KIND...).
+    global SPECS, BY_SOURCE, BY_PREFIX, BY_KIND, CATALOG_KINDS, _BARE_HEALTH_PREFIX  # noqa: PLW0603
+    check(specs)
+    SPECS = specs
+    BY_SOURCE = {spec.source: spec for spec in specs}
+    BY_PREFIX = {spec.item_prefix: spec for spec in specs}
+    BY_KIND = {spec.kind: spec for spec in specs}
+    CATALOG_KINDS = (*CATALOG_SOURCES, *(s.kind for s in specs if s.kind not in CATALOG_SOURCES))
+    _BARE_HEALTH_PREFIX = next((s.item_prefix for s in specs if s.health_gated), "")
+
+
+@contextlib.contextmanager
+def installed(*extra: SourceSpec) -> Iterator[None]:
+    """The registry with ``extra`` specs added, for the duration (their names are withdrawn after)."""
+    before = SPECS
+    try:
+        install((*before, *extra))
+        yield
+    finally:
+        for spec in extra:
+            SourceKind.withdraw(spec.kind.value)
+            Source.withdraw(spec.source.value)
+        install(before)
+
+
+install(SPECS)
 
 
 def spec_of(item: ItemKey | str) -> SourceSpec | None:

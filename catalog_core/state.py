@@ -19,14 +19,12 @@ from catalog_core.events import SourceKind
 from catalog_core.jsonval import Json
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason, RouteState
-from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.agent_template import AgentTemplateInfo
 from catalog_core.sources.catalog_configmap import ObservedCatalog
 from catalog_core.sources.common import FieldWarning, Problem
 from catalog_core.sources.consumers import ConsumerPod, ReplicaSetOwner, Workload
 from catalog_core.sources.external import ExternalItem
-from catalog_core.sources.freetoken import FreeTokenRuntime, ServicePort
-from catalog_core.sources.kubeai import KubeAIModel
+from catalog_core.sources.freetoken import ServicePort
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.sources.secret import SecretInfo
 from catalog_core.values import ModelType, Source
@@ -210,12 +208,12 @@ def marked(marks: Marks) -> list[str]:
 class Observed:
     """The typed content of the sources that decide the routes."""
 
-    kubeai: PMap[KubeAIModel] = attrs.field(factory=empty)
+    # The typed items of each route source read object by object (catalog_core/registry.py), by
+    # SourceKind value, then by name. Its shape does not depend on which sources exist.
+    stores: PMap[PMap[Any]] = attrs.field(factory=empty)
     external_items: PMap[ExternalItem] = attrs.field(factory=empty)  # effective (last good while unreadable)
     external_problem: Problem | None = None
     external_uid: str = ""
-    activations: PMap[ModelActivation] = attrs.field(factory=empty)
-    runtimes: PMap[FreeTokenRuntime] = attrs.field(factory=empty)
     services: PMap[ServicePort] = attrs.field(factory=empty)
     secrets: PMap[SecretInfo] = attrs.field(factory=empty)
     secrets_scope: frozenset[str] = frozenset()  # names the secret watch has covered
@@ -302,6 +300,9 @@ class CatalogState:
     """Grouped by concern so an event copies only the small groups it changes."""
 
     config: CatalogConfig
+    # The sources planning waits for before it writes (catalog_inputs_known): every catalog source of this
+    # build for a live run; in a replay, those its log's header names (a log never lists a later source).
+    waits_for: frozenset[SourceKind] = frozenset()
     now: float = 0.0
     sources: PMap[SourceState] = attrs.field(factory=empty)
     observed: Observed = Observed()
@@ -317,17 +318,32 @@ class CatalogState:
         return self.sources.get(kind.value) or SourceState()
 
     def stored(self, kind: SourceKind) -> PMap[Any]:
-        """The typed objects of a map-shaped source, by name (STORE says where)."""
-        group, field = STORE[kind]
-        found: PMap[Any] = getattr(getattr(self, group), field)
+        """The typed objects of a map-shaped source, by name (STORE says where; a route source's are in
+        ``observed.stores``)."""
+        place = STORE.get(kind)
+        if place is None:
+            return self.observed.stores.get(kind) or _EMPTY
+        found: PMap[Any] = getattr(getattr(self, place[0]), place[1])
         return found
 
+    def with_stored(self, kind: SourceKind, objects: PMap[Any], **changes: Any) -> CatalogState:
+        """This state with ``kind``'s typed objects replaced by ``objects`` (and the other top-level
+        ``changes``, in the same copy: this is the fold's hot path)."""
+        place = STORE.get(kind)
+        if place is None:
+            stores = self.observed.stores
+            stores = stores.set(kind, objects) if objects else stores.delete(kind)
+            return attrs.evolve(self, observed=attrs.evolve(self.observed, stores=stores), **changes)
+        group = getattr(self, place[0])
+        return attrs.evolve(self, **{place[0]: attrs.evolve(group, **{place[1]: objects})}, **changes)
 
-# Where the typed objects of each map-shaped source are kept: (group attribute, field of that group).
+
+_EMPTY: PMap[Any] = empty()
+
+
+# Where the typed objects of each map-shaped source that is not a route source are kept: (group
+# attribute, field of that group). A route source's are in ``Observed.stores``.
 STORE: dict[SourceKind, tuple[str, str]] = {
-    SourceKind.KUBEAI_MODELS: ("observed", "kubeai"),
-    SourceKind.MODEL_ACTIVATIONS: ("observed", "activations"),
-    SourceKind.FREETOKEN_DEPLOYMENTS: ("observed", "runtimes"),
     SourceKind.SERVICES: ("observed", "services"),
     SourceKind.SECRETS: ("observed", "secrets"),
     SourceKind.AGENT_TEMPLATES: ("cluster", "templates"),
@@ -339,5 +355,11 @@ STORE: dict[SourceKind, tuple[str, str]] = {
 }
 
 
-def initial_state(config: CatalogConfig) -> CatalogState:
-    return CatalogState(config=config)
+def initial_state(config: CatalogConfig, waits_for: Iterable[SourceKind] | None = None) -> CatalogState:
+    """The state before any event; ``waits_for``: the catalog sources to wait for (default: all of them)."""
+    if waits_for is None:
+        # Late import: the registry imports this module (its specs name the state's types).
+        from catalog_core.registry import CATALOG_KINDS
+
+        waits_for = CATALOG_KINDS
+    return CatalogState(config=config, waits_for=frozenset(waits_for))

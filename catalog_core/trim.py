@@ -64,6 +64,18 @@ _WORKLOAD: Spec = {
     "spec": {"template": {"metadata": {"annotations": _APPLIANCE_ANNOTATIONS}}},
 }
 
+# A runtime Deployment (FreeToken's, or another runtime served the same way): its readiness and resources.
+RUNTIME_DEPLOYMENT: Final[Spec] = {
+    "metadata": _META,
+    "spec": {"template": {"spec": {"containers": Each({"resources": {"limits": KEEP, "requests": KEEP}})}}},
+    "status": {
+        "observedGeneration": KEEP,
+        "readyReplicas": KEEP,
+        "conditions": Each({"type": KEEP, "status": KEEP}),
+    },
+}
+
+# The built-in sources; a route source declared elsewhere carries its own (its ``SourceSpec.trim``).
 TRIM: Final[Mapping[SourceKind, Spec]] = {
     SourceKind.KUBEAI_MODELS: {
         "metadata": _META,
@@ -75,17 +87,7 @@ TRIM: Final[Mapping[SourceKind, Spec]] = {
         "metadata": _META,
         "spec": {"type": KEEP, "enabled": KEEP, "modelType": KEEP, "external": KEEP},
     },
-    SourceKind.FREETOKEN_DEPLOYMENTS: {
-        "metadata": _META,
-        "spec": {
-            "template": {"spec": {"containers": Each({"resources": {"limits": KEEP, "requests": KEEP}})}}
-        },
-        "status": {
-            "observedGeneration": KEEP,
-            "readyReplicas": KEEP,
-            "conditions": Each({"type": KEEP, "status": KEEP}),
-        },
-    },
+    SourceKind.FREETOKEN_DEPLOYMENTS: RUNTIME_DEPLOYMENT,
     SourceKind.SERVICES: {
         "metadata": _META,
         "spec": {"type": KEEP, "ports": Each({"name": KEEP, "port": KEEP})},
@@ -144,12 +146,23 @@ def _apply(value: Any, spec: Any, depth: int) -> Any:
     return {key: _apply(value[key], sub, depth + 1) for key, sub in spec.items() if key in value}
 
 
+def spec_for(source: SourceKind) -> Spec:
+    """What of ``source``'s objects the core may see."""
+    found = TRIM.get(source)
+    if found is None:
+        # Late import: the registry imports the parsers, which import this module.
+        from catalog_core import registry
+
+        found = registry.BY_KIND[source].trim
+    return found
+
+
 def trim(source: SourceKind, obj: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of ``obj`` the core reads for ``source`` (plus apiVersion and kind); a stub with a
     rejection when a kept value is nested too deeply."""
     head = {k: obj[k] for k in ("apiVersion", "kind") if isinstance(obj.get(k), str)}
     try:
-        body: dict[str, Any] = _apply(obj, TRIM[source], 0)
+        body: dict[str, Any] = _apply(obj, spec_for(source), 0)
         return head | body
     except (TooDeepError, RecursionError):
         return head | stub(obj, NESTED_TOO_DEEPLY, f"nested more than {MAX_DEPTH} levels deep")

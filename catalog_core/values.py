@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
+
+from catalog_core.openenum import OpenEnum
 
 OWNER = "model-catalog"
 MESH_OWNER = "private-mesh"
@@ -36,13 +38,24 @@ class ModelType(StrEnum):
     AUDIO = "audio"
 
 
-class Source(StrEnum):
-    """Where an owned route comes from; also the ``source`` of its routes.json record."""
+class Source(OpenEnum):
+    """Where an owned route comes from; also the ``source`` of its routes.json record. The built-in ones are
+    declared below; a new route source declares its own in its module (its ``SourceSpec``)."""
 
-    KUBEAI = "kubeai"
-    EXTERNAL = "external"  # ConfigMap/ai-external-models
-    ACTIVATION = "modelactivation"
-    FREETOKEN = "freetoken"
+    KUBEAI: ClassVar[Source]
+    EXTERNAL: ClassVar[Source]  # ConfigMap/ai-external-models
+    ACTIVATION: ClassVar[Source]
+    FREETOKEN: ClassVar[Source]
+
+
+Source.declare_constants(
+    {
+        "KUBEAI": "kubeai",
+        "EXTERNAL": "external",
+        "ACTIVATION": "modelactivation",
+        "FREETOKEN": "freetoken",
+    }
+)
 
 
 # Each source's rank, id family and the rest: catalog_core/registry.py.

@@ -14,7 +14,9 @@ from ``Ticked.now``) and ``k`` (the record kind):
     ``state_schema`` (a fingerprint of the core state's shape, see
     :func:`state_schema`), ``snapshot_every`` and ``config`` (the decision-
     affecting configuration, ``CatalogConfig.as_env()``; checked by
-    :func:`config_env` to hold nothing secret).
+    :func:`config_env` to hold nothing secret) and, optionally, ``sources`` (the
+    source kinds the run's planning waited for; absent: the built-in catalog
+    sources, as every run waited for before route sources declared their own).
 ``event``
     ``event``: one event exactly as the core received it (raw objects are the
     redacted plain JSON the adapters produced).
@@ -70,11 +72,13 @@ from cattrs.v import format_exception, transform_error
 
 from catalog_core import commands as cmd
 from catalog_core import events as ev
+from catalog_core import registry
 from catalog_core.config import CatalogConfig, ConfigError
 from catalog_core.jsonval import Json
+from catalog_core.openenum import OpenEnum
 from catalog_core.pmap import PMap
 from catalog_core.sources.external import InlineKey, SecretKeyRef
-from catalog_core.state import NO_MARKS, CatalogState, Marks, Pending
+from catalog_core.state import NO_MARKS, CatalogState, Marks, Observed, Pending
 
 FORMAT: Final = "model-catalog/event-log"
 FORMAT_VERSION: Final = 1
@@ -327,6 +331,43 @@ def _enum_unstructure(value: Enum) -> Any:
     return value.value
 
 
+def _open_enum_structure(value: Any, tp: Any) -> Any:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    try:
+        return tp(value)
+    except ValueError as exc:
+        raise LogFormatError(str(exc)) from None
+
+
+def _register_stores(c: Converter) -> None:
+    """``Observed.stores``: each route source's items as its spec's ``value_type`` (from the registry)."""
+
+    def value_type(kind: str) -> Any:
+        spec = registry.BY_KIND.get(kind)  # type: ignore[call-overload]
+        if spec is None or spec.value_type is None:
+            raise LogFormatError(f"{kind!r} is not a route source whose items are stored")
+        return PMap[spec.value_type]  # type: ignore[name-defined]
+
+    def unstructure(stores: PMap[PMap[Any]]) -> dict[str, Any]:
+        return {str(kind): c.unstructure(items, value_type(kind)) for kind, items in stores.items()}
+
+    def structure(value: Any, _: Any) -> PMap[PMap[Any]]:
+        if type(value) is not dict:
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        return PMap.of((kind, c.structure(items, value_type(kind))) for kind, items in value.items())
+
+    c.register_unstructure_hook(
+        Observed, make_dict_unstructure_fn(Observed, c, stores=override(unstruct_hook=unstructure))
+    )
+    c.register_structure_hook(
+        Observed,
+        make_dict_structure_fn(
+            Observed, c, _cattrs_forbid_extra_keys=True, stores=override(struct_hook=structure)
+        ),
+    )
+
+
 def _json_structure(value: Any, _: Any) -> Json:
     return Json.of(value)
 
@@ -377,6 +418,8 @@ def make_converter(*, detailed_validation: bool = False) -> Converter:
     c.register_structure_hook(bool, _strict_bool)
     c.register_unstructure_hook(StrEnum, _enum_unstructure)
     c.register_structure_hook(StrEnum, _enum_structure)
+    c.register_unstructure_hook(OpenEnum, lambda v: v.value)
+    c.register_structure_hook(OpenEnum, _open_enum_structure)
     c.register_unstructure_hook(Json, lambda v: orjson.loads(v.text))
     c.register_structure_hook(Json, _json_structure)
     c.register_unstructure_hook_func(_is_raw_mapping, lambda v: v if type(v) is dict else dict(v))
@@ -391,6 +434,7 @@ def make_converter(*, detailed_validation: bool = False) -> Converter:
     _register_tagged_union(c, COMMAND_TAGS)
     _register_tagged_union(c, EVENT_TAGS)
     _register_pending(c)
+    _register_stores(c)
     return c
 
 
@@ -488,6 +532,8 @@ def _field_reader(tp: Any) -> tuple[int, Any]:
         return _INT, None  # _strict_int
     if isinstance(tp, type) and issubclass(tp, StrEnum):
         return _ENUM, {m.value: m for m in tp}  # _enum_structure
+    if isinstance(tp, type) and issubclass(tp, OpenEnum):
+        return _ENUM, tp._members  # _open_enum_structure; live, so members declared later are known
     if _is_raw_mapping(tp):
         return _RAW, None  # _raw_object
     args = get_args(tp)
@@ -576,6 +622,9 @@ def structure_state(value: Any, path: str = "$.state") -> CatalogState:
 # --- records -----------------------------------------------------------------------------------
 
 
+_WAITED_FOR_BEFORE_SOURCES_WERE_RECORDED: Final = tuple(k.value for k in ev.CATALOG_SOURCES)
+
+
 @attrs.frozen
 class Header:
     seq: int
@@ -587,6 +636,9 @@ class Header:
     state_schema: str
     snapshot_every: int
     config: Mapping[str, str]
+    # the sources the run's planning waited for (``CatalogState.waits_for``); a log written before route
+    # sources declared their own kinds does not say, and waited for the built-in ones
+    sources: tuple[str, ...] = _WAITED_FOR_BEFORE_SOURCES_WERE_RECORDED
     format: str = FORMAT
     version: int = FORMAT_VERSION
 
@@ -596,6 +648,13 @@ class Header:
         if isinstance(config, ConfigError):
             raise LogFormatError(f"header: invalid configuration: {config}")
         return config
+
+    def waits_for(self) -> frozenset[ev.SourceKind]:
+        """The sources a replay of this log waits for, as the run did."""
+        try:
+            return frozenset(ev.SourceKind(name) for name in self.sources)
+        except ValueError as exc:
+            raise LogFormatError(f"header: sources: {exc}") from None
 
 
 # Settings added after format version 1, with the value that decides as the code did before them.
@@ -652,6 +711,7 @@ def encode_header(header: Header) -> bytes:
             "state_schema": header.state_schema,
             "snapshot_every": header.snapshot_every,
             "config": dict(header.config),
+            "sources": list(header.sources),
         }
     )
 
@@ -730,10 +790,10 @@ def check_envelope(raw: dict[str, Any]) -> dict[str, Any]:
         raise LogFormatError("seq must be a non-negative integer")
     if type(raw.get("ts")) is not str:
         raise LogFormatError("ts must be a string")
-    if raw.keys() != full:
+    if raw.keys() != full and not (full < raw.keys() <= full | _OPTIONAL.get(kind, frozenset())):
         keys = raw.keys() - {"seq", "ts", "k"}
-        expected = _ENVELOPE[kind]
-        missing, extra = sorted(expected - keys), sorted(keys - expected)
+        expected = _ENVELOPE[kind] | _OPTIONAL.get(kind, frozenset())
+        missing, extra = sorted(_ENVELOPE[kind] - keys), sorted(keys - expected)
         why = "; ".join(
             part
             for part in (
@@ -747,6 +807,8 @@ def check_envelope(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 _KEYS: Final = {kind: keys | {"seq", "ts", "k"} for kind, keys in _ENVELOPE.items()}
+# Keys a record may leave out: a header written before it said which sources the run waited for.
+_OPTIONAL: Final = {"header": frozenset({"sources"})}
 
 
 def parse_line(line: bytes) -> dict[str, Any]:
@@ -776,6 +838,9 @@ def decode_header(raw: Mapping[str, Any]) -> Header:
     config = raw.get("config")
     if type(config) is not dict or not all(type(v) is str for v in config.values()):
         raise LogFormatError("header record: config must map names to strings")
+    sources = raw.get("sources", list(_WAITED_FOR_BEFORE_SOURCES_WERE_RECORDED))
+    if type(sources) is not list or not all(type(v) is str for v in sources):
+        raise LogFormatError("header record: sources must be an array of strings")
     return Header(
         seq=raw["seq"],
         ts=raw["ts"],
@@ -786,6 +851,7 @@ def decode_header(raw: Mapping[str, Any]) -> Header:
         state_schema=raw["state_schema"],
         snapshot_every=_int_field(raw, "snapshot_every", "header"),
         config=config,
+        sources=tuple(sources),
         format=raw["format"],
         version=_int_field(raw, "version", "header"),
     )
@@ -885,9 +951,11 @@ def _walk_types(tp: Any) -> Iterable[Any]:
 
 def state_schema() -> str:
     """A fingerprint of the shape of ``CatalogState``: every attrs class and enum reachable from it, with
-    field names, types and enum values. A snapshot is read only by code with the same fingerprint."""
+    field names, types and enum values, and the types of the route sources' stored items. A snapshot is read
+    only by code with the same fingerprint. Which sources exist is not part of it (``SourceKind`` and
+    ``Source`` are open enums; a new source whose items are of a type already stored changes nothing)."""
     parts: dict[str, Any] = {}
-    todo: list[Any] = [CatalogState]
+    todo: list[Any] = [CatalogState, *(s.value_type for s in registry.SPECS if s.value_type is not None)]
     while todo:
         tp = todo.pop()
         name = _type_text(tp)

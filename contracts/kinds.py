@@ -2,47 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-import attrs
-
-from catalog_core import raw
+from catalog_core import raw, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from catalog_core.ingest import DOCUMENT_NAMES
-from catalog_core.sources import freetoken
-from catalog_core.sources.common import LabelMatch
+from catalog_core.spec import Resource
 
+__all__ = ["RESOURCES", "Resource", "namespace_for", "sources_of"]
 
-@attrs.frozen
-class Resource:
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced_in: str  # "namespace" (NAMESPACE) or "appliance" (APPLIANCE_NAMESPACE)
-    crd: bool = False
-    label: LabelMatch | None = None  # only objects with this label belong to the source
-
-    def holds(self, obj: Mapping[str, Any]) -> bool:
-        """Whether ``obj`` (of this resource's kind) belongs to the source."""
-        return self.label is None or self.label.matches(obj)
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-RESOURCES: dict[SourceKind, Resource] = {
-    SourceKind.KUBEAI_MODELS: Resource("kubeai.org", "v1", "models", "Model", "namespace", crd=True),
-    SourceKind.EXTERNAL_MODELS: Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
-    SourceKind.MODEL_ACTIVATIONS: Resource(
-        "appliance.magicstick.dev", "v1alpha1", "modelactivations", "ModelActivation", "appliance", crd=True
-    ),
-    SourceKind.FREETOKEN_DEPLOYMENTS: Resource(
-        "apps", "v1", "deployments", "Deployment", "namespace", label=freetoken.RUNTIME_MATCH
-    ),
+# The built-in sources that are not route sources; a route source's resource is in its spec.
+_BUILT_IN: dict[SourceKind, Resource] = {
     SourceKind.SERVICES: Resource("", "v1", "services", "Service", "namespace"),
     SourceKind.SECRETS: Resource("", "v1", "secrets", "Secret", "namespace"),
     SourceKind.AGENT_TEMPLATES: Resource(
@@ -55,6 +27,27 @@ RESOURCES: dict[SourceKind, Resource] = {
     SourceKind.DAEMONSETS: Resource("apps", "v1", "daemonsets", "DaemonSet", "namespace"),
     SourceKind.CATALOG_CONFIGMAP: Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
 }
+
+
+class _Resources(Mapping[SourceKind, Resource]):
+    """Every source's resource: the built-in table, then each route source's spec (read at call time, so
+    a source installed later, a test's throwaway one, is watched and recognised like the others)."""
+
+    def __getitem__(self, kind: SourceKind) -> Resource:
+        found = _BUILT_IN.get(kind)
+        if found is not None:
+            return found
+        return registry.BY_KIND[kind].resource
+
+    def __iter__(self) -> Iterator[SourceKind]:
+        # in declaration order: the built-in kinds first, as they always were
+        yield from (kind for kind in SourceKind if kind in _BUILT_IN or kind in registry.BY_KIND)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+RESOURCES: Mapping[SourceKind, Resource] = _Resources()
 
 
 def namespace_for(source: SourceKind, config: CatalogConfig) -> str:

@@ -44,6 +44,8 @@ from catalog_core import raw
 from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, RuntimeProbed, SourceKind
+from catalog_core.registry import CATALOG_KINDS
+from catalog_core.state import initial_state
 from contracts.kinds import sources_of
 
 HERE = Path(__file__).resolve().parent
@@ -53,14 +55,31 @@ from tests.simulation import SimulatedShell  # noqa: E402
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RUN_ID = "example-0001"
+# The sources this run lists (every one but Secrets, which the core asks for by name): exactly the ones
+# the recorded controller watched, so a source added later changes neither the run nor what it waits for.
+LISTED = (
+    SourceKind.KUBEAI_MODELS,
+    SourceKind.EXTERNAL_MODELS,
+    SourceKind.MODEL_ACTIVATIONS,
+    SourceKind.FREETOKEN_DEPLOYMENTS,
+    SourceKind.SERVICES,
+    SourceKind.AGENT_TEMPLATES,
+    SourceKind.PODS,
+    SourceKind.REPLICASETS,
+    SourceKind.DEPLOYMENTS,
+    SourceKind.STATEFULSETS,
+    SourceKind.DAEMONSETS,
+    SourceKind.CATALOG_CONFIGMAP,
+)
 MESH_ROWS = ("private-mesh-llama-3.1-8b-peer-a", "private-mesh-alias-mesh-llama-3.1-8b")
 
 
 def _by_source(config: CatalogConfig) -> dict[SourceKind, list[dict[str, Any]]]:
-    grouped: dict[SourceKind, list[dict[str, Any]]] = {kind: [] for kind in SourceKind}
+    grouped: dict[SourceKind, list[dict[str, Any]]] = {kind: [] for kind in (*LISTED, SourceKind.SECRETS)}
     for obj in read_objects([str(HERE / "cluster.yaml")]):
         for source in sources_of(obj, config):
-            grouped[source].append(obj)
+            if source in grouped:
+                grouped[source].append(obj)
     return grouped
 
 
@@ -81,7 +100,10 @@ def generate(out: Path) -> Recorder:
         return world.execute(command)
 
     shell = SimulatedShell(config, world=world, now=START, executor=execute)
-    recorder = Recorder(settings, config, writer="inline", clock=lambda: shell.now, run_id=RUN_ID)
+    shell.state = initial_state(config, [k for k in (*LISTED, SourceKind.SECRETS) if k in CATALOG_KINDS])
+    recorder = Recorder(
+        settings, config, writer="inline", state=shell.state, clock=lambda: shell.now, run_id=RUN_ID
+    )
     shell.recorder = recorder
     grouped = _by_source(config)
     info = {
@@ -100,9 +122,8 @@ def generate(out: Path) -> Recorder:
         world.rows[rid] = copy.deepcopy(info[rid])
 
     # 1. Start: every source listed, LiteLLM observed, then plan until nothing is left to do.
-    for source in SourceKind:
-        if source is not SourceKind.SECRETS:
-            shell.listed(source, grouped[source])
+    for source in LISTED:
+        shell.listed(source, grouped[source])
     shell.rows_observed()
     shell.settle()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.metadata
 
 try:
+    from adapters.kube.settings import KubeSettings
     from app.blocking import (
         BlockingModelCatalog,
         CallTimeoutError,
@@ -23,6 +24,7 @@ try:
     )
     from app.leader import LeaseConfig
     from app.library import CatalogView, ModelCatalog
+    from app.options import CatalogOptions, LiteLLMOptions, WriteOptions
     from catalog_core.config import CatalogConfig, ConfigError
     from catalog_core.events import SourceKind
 except ImportError as exc:  # a host module named like one of ours (app, adapters, ...) shadows it
@@ -47,10 +49,14 @@ __all__ = [
     "CatalogConfig",
     "CatalogError",
     "CatalogFailedError",
+    "CatalogOptions",
     "CatalogView",
     "ConfigError",
+    "KubeSettings",
     "LeaseConfig",
+    "LiteLLMOptions",
     "ModelCatalog",
     "SourceKind",
+    "WriteOptions",
     "__version__",
 ]

@@ -310,7 +310,7 @@ class Recorder:
         self._writer = writer
         self._clock = clock
         start = initial_state(config) if state is None else state
-        starts_run = start == initial_state(config)
+        starts_run = start == initial_state(config, start.waits_for)
         now = self._ts()
         self._header = wire.Header(
             seq=0,
@@ -322,6 +322,7 @@ class Recorder:
             state_schema=wire.STATE_SCHEMA,
             snapshot_every=settings.snapshot_every,
             config=wire.config_env(config),
+            sources=tuple(sorted(kind.value for kind in start.waits_for)),
         )
         self._sink = _Sink(settings.path, settings.max_files, self._header, opener)
         self._queue: deque[_Item] = deque()

@@ -10,6 +10,7 @@ import attrs
 
 from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
 from catalog_core.config import CatalogConfig
+from catalog_core.events import SourceKind
 from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
@@ -83,7 +84,7 @@ def _with_last_good(
 
 
 def kubeai_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
-    model = state.observed.kubeai.get(key.name)
+    model = state.stored(spec.kind).get(key.name)
     if model is None:
         return None
     item = key.text
@@ -196,7 +197,7 @@ def external_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate
 
 
 def activation_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
-    activation = state.observed.activations.get(key.name)
+    activation = state.stored(spec.kind).get(key.name)
     if activation is None or activation.kind != "external":
         return None
     base = Candidate(key.text, spec.source, activation.name, activation.uid, None, Reason.PUBLISHED)
@@ -294,7 +295,8 @@ def _runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate
         item, spec.source, model_name, runtime.uid, None, Reason.PUBLISHED, warnings=runtime.warnings
     )
     refs: tuple[str, ...] = (activation_ref(runtime.activation),) if runtime.activation else ()
-    activation = state.observed.activations.get(runtime.activation) if runtime.activation else None
+    activations = state.stored(SourceKind.MODEL_ACTIVATIONS)
+    activation = activations.get(runtime.activation) if runtime.activation else None
     if activation is None:
         why = (
             "label appliance.magicstick.dev/modelactivation is missing"

@@ -502,11 +502,15 @@ def test_the_public_package_exports_exactly_the_supported_api() -> None:
             "CatalogConfig",
             "CatalogError",
             "CatalogFailedError",
+            "CatalogOptions",
             "CatalogView",
             "ConfigError",
+            "KubeSettings",
             "LeaseConfig",
+            "LiteLLMOptions",
             "ModelCatalog",
             "SourceKind",
+            "WriteOptions",
             "__version__",
         ]
     )

@@ -262,7 +262,9 @@ async def test_an_exception_in_one_step_is_logged_counted_skipped_and_the_loop_g
             )
             await _settle(loop)
         assert loop.step_failures == 1 and len(telemetry.failed) == 1
-        assert loop.state.observed.kubeai == good.observed.kubeai  # the last good state
+        assert loop.state.stored(SourceKind.KUBEAI_MODELS) == good.stored(
+            SourceKind.KUBEAI_MODELS
+        )  # the last good state
         line = next(r for r in caplog.records if "skipped" in r.getMessage())
         assert (line.object, line.source, line.error) == ("poison", "kubeai-models", "UnicodeEncodeError")
         # later events are still folded and acted on

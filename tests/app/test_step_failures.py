@@ -134,7 +134,7 @@ async def test_an_event_whose_step_raises_is_skipped_and_the_loop_runs_on(
     _, transition = recorder.steps[index]
     assert transition.commands == ()
     assert transition.state is recorder.steps[index - 1][1].state
-    assert "poison" not in loop.state.observed.kubeai
+    assert "poison" not in loop.state.stored(SourceKind.KUBEAI_MODELS)
     # Events after it, in its burst and later, were folded and planned.
     assert {"ai-appliance-kubeai-llama", "ai-appliance-kubeai-qwen", "ai-appliance-kubeai-phi"} <= set(
         world.rows

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import re
 from importlib import resources
 from typing import get_args
@@ -13,13 +15,15 @@ import pytest
 from catalog_core import commands as cmd
 from catalog_core import ingest, registry
 from catalog_core.config import CatalogConfig
-from catalog_core.events import CATALOG_SOURCES, ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import ROLLOUT_SOURCES, SourceKind
 from catalog_core.jsonval import Json
 from catalog_core.keys import CommandKey, CommandKind, ItemKey, RefKey, RefKind
 from catalog_core.plan import mark_key
+from catalog_core.spec import SourceSpec
 from catalog_core.state import STORE, initial_state
-from catalog_core.trim import TRIM
+from catalog_core.trim import spec_for
 from catalog_core.values import Source
+from contracts import source_schema
 from contracts.kinds import RESOURCES
 
 CFG = CatalogConfig()
@@ -36,17 +40,43 @@ def test_every_route_source_has_one_spec_and_a_missing_one_fails_at_import() -> 
     with pytest.raises(RuntimeError, match="share an item prefix"):
         registry.check((same_prefix, *registry.SPECS[1:]))
     not_waited_for = attrs.evolve(registry.SPECS[0], kind=SourceKind.PODS)
-    with pytest.raises(RuntimeError, match="CATALOG_SOURCES"):
+    with pytest.raises(RuntimeError, match="not a catalog source"):
         registry.check((not_waited_for, *registry.SPECS[1:]))
+
+
+def test_every_source_module_with_a_spec_is_in_the_registry() -> None:
+    """A new source module whose spec was never added to registry.SPECS fails here (and its declared kind
+    fails registry.check), instead of its objects being silently ignored."""
+    import catalog_core.sources
+
+    for module in pkgutil.iter_modules(catalog_core.sources.__path__):
+        spec = getattr(importlib.import_module(f"catalog_core.sources.{module.name}"), "SPEC", None)
+        if isinstance(spec, SourceSpec):
+            assert spec in registry.SPECS, (
+                f"catalog_core/sources/{module.name}.py: add its SPEC to registry.SPECS"
+            )
+    registry.check(registry.SPECS)
+
+
+def test_a_source_kind_declared_without_a_spec_fails_the_registry_check() -> None:
+    SourceKind.declare("orphan-deployments")
+    try:
+        with pytest.raises(RuntimeError, match="declared without a spec"):
+            registry.check(registry.SPECS)
+    finally:
+        SourceKind.withdraw("orphan-deployments")
+    with pytest.raises(ValueError, match="is not a SourceKind"):
+        SourceKind("orphan-deployments")  # reading one back accepts only declared kinds, like an enum
 
 
 def test_every_source_kind_is_watched_trimmed_and_stored() -> None:
     documents = set(ingest.DOCUMENT_NAMES)  # one named ConfigMap each
     for kind in SourceKind:
         assert kind in RESOURCES, kind
-        assert kind in TRIM, kind
-        assert kind in CATALOG_SOURCES or kind in ROLLOUT_SOURCES or kind is SourceKind.AGENT_TEMPLATES, kind
-        assert kind in documents or kind in STORE, kind
+        assert spec_for(kind), kind
+        assert kind in registry.CATALOG_KINDS or kind in ROLLOUT_SOURCES or kind is SourceKind.AGENT_TEMPLATES
+        spec = registry.BY_KIND.get(kind)
+        assert kind in documents or kind in STORE or (spec is not None and spec.parse is not None), kind
 
 
 @pytest.mark.parametrize("spec", registry.SPECS, ids=lambda s: s.source.value)
@@ -132,13 +162,16 @@ def _schema(name: str) -> dict:
 
 
 def test_the_schemas_name_every_source_and_no_other() -> None:
-    """The published schemas list the sources by value: a source added to the registry alone would write
-    records, ids and event-log lines that its own schemas reject."""
-    routes = _schema("routes.schema.json")["items"]["properties"]["source"]["enum"]
-    assert sorted(routes) == sorted(s.value for s in Source)
-    model_info = _schema("render-output.schema.json")["$defs"]["deployment"]["properties"]["model_info"]
-    pattern = model_info["properties"]["id"]["pattern"]
-    families = re.fullmatch(r"\^ai-appliance-\(([a-z|]+)\)-", pattern)
+    """The published schemas list the sources by value, in one file generated from the registry: a source
+    added to the registry alone would write records, ids and event-log lines that its own schemas reject."""
+    assert _schema("sources.schema.json") == source_schema.sources_schema(), "run `just schemas`"
+    generated = source_schema.sources_schema()["$defs"]
+    assert generated["Source"]["enum"] == [s.value for s in Source]
+    assert generated["SourceKind"]["enum"] == [k.value for k in SourceKind]
+    families = re.fullmatch(r"\^ai-appliance-\(([a-z|]+)\)-", generated["RouteId"]["pattern"])
     assert families is not None and set(families.group(1).split("|")) == {s.id_family for s in registry.SPECS}
-    kinds = _schema("eventlog.schema.json")["$defs"]["SourceKind"]["enum"]
-    assert kinds == [k.value for k in SourceKind]
+    # the other schemas refer to it instead of listing sources themselves
+    routes = _schema("routes.schema.json")["items"]["properties"]["source"]
+    assert routes == {"$ref": "sources.schema.json#/$defs/Source"}
+    model_info = _schema("render-output.schema.json")["$defs"]["deployment"]["properties"]["model_info"]
+    assert model_info["properties"]["id"] == {"$ref": "sources.schema.json#/$defs/RouteId"}

@@ -23,6 +23,7 @@ from catalog_core.jsonval import Json
 from catalog_core.pmap import PMap
 from catalog_core.state import initial_state
 from contracts import eventlog as wire
+from tests.contracts.schemas import validator as schema_validator
 from tests.eventlog import strategies as gen
 from tests.eventlog.harness import record_run
 from tests.eventlog.same import differences, same
@@ -73,7 +74,7 @@ def _schema() -> dict[str, Any]:
     return schema
 
 
-VALIDATOR = jsonschema.Draft202012Validator(_schema())
+VALIDATOR = schema_validator("eventlog.schema.json")  # with sources.schema.json, which it $refs
 
 
 def test_the_schema_is_a_valid_2020_12_schema_of_this_version() -> None:
@@ -100,8 +101,9 @@ def test_the_schema_knows_exactly_the_fields_and_enum_values_of_the_core() -> No
         for cls, tag in table.items():
             props = defs[f"{union}.{tag}"]["properties"]
             assert set(props) == {"t", *(f.name for f in attrs.fields(cls))}
-    for enum in (ev.SourceKind, ev.Unavailability, ev.Outcome):
+    for enum in (ev.Unavailability, ev.Outcome):
         assert defs[enum.__name__]["enum"] == [m.value for m in enum]
+    assert defs["SourceKind"]["$ref"].endswith("sources.schema.json#/$defs/SourceKind")  # generated
     state_fields = {f.name for f in attrs.fields(type(initial_state(CatalogConfig())))}
     assert set(defs["State"]["required"]) == state_fields, "CatalogState changed: update State in the schema"
 
@@ -137,15 +139,17 @@ api_keys = st.one_of(
 floats = st.floats(allow_nan=False, allow_infinity=False)
 
 events: st.SearchStrategy[ev.Event] = st.one_of(
-    st.builds(ev.ObjectUpserted, st.sampled_from(ev.SourceKind), raw_objects),
-    st.builds(ev.ObjectDeleted, st.sampled_from(ev.SourceKind), raw_objects),
+    st.builds(ev.ObjectUpserted, st.sampled_from(list(ev.SourceKind)), raw_objects),
+    st.builds(ev.ObjectDeleted, st.sampled_from(list(ev.SourceKind)), raw_objects),
     st.builds(
         ev.SourceListed,
-        st.sampled_from(ev.SourceKind),
+        st.sampled_from(list(ev.SourceKind)),
         st.lists(raw_objects, max_size=3).map(tuple),
         st.none() | st.lists(text, max_size=3).map(tuple),
     ),
-    st.builds(ev.SourceUnavailable, st.sampled_from(ev.SourceKind), st.sampled_from(ev.Unavailability), text),
+    st.builds(
+        ev.SourceUnavailable, st.sampled_from(list(ev.SourceKind)), st.sampled_from(ev.Unavailability), text
+    ),
     st.builds(ev.LiteLLMRowsObserved, st.lists(gen.litellm_row(), max_size=3).map(tuple)),
     st.builds(ev.LiteLLMUnreachable, text, text),
     st.builds(ev.RuntimeProbed, text, text, st.booleans(), text),
@@ -297,7 +301,7 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # The fingerprint of today's CatalogState, written out: a change of the state's shape (a field, a type, an
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header).
-STATE_SCHEMA_OF_THIS_VERSION = "2392c6fc11d3e96a"
+STATE_SCHEMA_OF_THIS_VERSION = "f24a6dd9e6fa81af"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:

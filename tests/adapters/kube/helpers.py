@@ -14,7 +14,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from adapters.kube import KubeSettings, run_sources
 from adapters.ports import Executor, Source
-from catalog_core import raw
+from catalog_core import raw, registry
 from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
@@ -24,7 +24,6 @@ from catalog_core.commands import (
 )
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
-    CATALOG_SOURCES,
     Event,
     ObjectDeleted,
     ObjectUpserted,
@@ -357,7 +356,7 @@ def published_ids(config: CatalogConfig, kube_events: Sequence[Event]) -> list[s
     world = SimulatedWorld()
     events: list[Event] = [
         SourceListed(kind, ())
-        for kind in CATALOG_SOURCES
+        for kind in registry.CATALOG_KINDS
         if kind not in mentioned and kind is not SourceKind.SECRETS
     ]
     events += [SourceListed(SourceKind.SECRETS, (), scope=()), world.rows_event(), *kube_events]

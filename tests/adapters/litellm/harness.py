@@ -23,10 +23,10 @@ from adapters.litellm.client import LiteLLMClient
 from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.vault import SecretVault
+from catalog_core import registry
 from catalog_core.commands import Command
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
-    CATALOG_SOURCES,
     CommandCompleted,
     Event,
     LiteLLMRowsObserved,
@@ -155,7 +155,7 @@ class Harness:
     def listings(self) -> list[Event]:
         """Every catalog source, listed in full (Secrets come through the WatchSecrets command)."""
         events: list[Event] = []
-        for kind in CATALOG_SOURCES:
+        for kind in registry.CATALOG_KINDS:
             if kind is SourceKind.KUBEAI_MODELS:
                 events.append(SourceListed(kind, tuple(self.kubeai.values())))
             elif kind is SourceKind.EXTERNAL_MODELS:

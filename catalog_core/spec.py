@@ -1,0 +1,101 @@
+"""What a source is: the watched resource of every source, and the one declaration of a route source.
+
+A route source (its items claim LiteLLM routes) is one ``SourceSpec``: what it watches, how a raw object
+becomes a typed value or a rejection, which fields of it the core may see, its item key, id family,
+rank, health gating, claim and warning target. ``catalog_core/registry.py`` lists the specs; the fold,
+the planner, the adapters, ``render``, ``explain`` and the schemas read them from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from catalog_core.commands import ObjectRef
+from catalog_core.events import SourceKind
+from catalog_core.keys import ItemKey
+from catalog_core.sources.common import LabelMatch, Problem
+from catalog_core.state import Candidate, CatalogState
+from catalog_core.trim import Spec as TrimSpec
+from catalog_core.values import ID_PREFIX, Source, slug
+
+
+@attrs.frozen
+class Resource:
+    """The Kubernetes resource a source watches (pure data: the watch, ``render`` and RBAC read it)."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced_in: Literal["namespace", "appliance"]  # NAMESPACE or APPLIANCE_NAMESPACE
+    crd: bool = False
+    label: LabelMatch | None = None  # only objects with this label belong to the source
+
+    def holds(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` (of this resource's kind) belongs to the source."""
+        return self.label is None or self.label.matches(obj)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+Claim = Callable[[CatalogState, "SourceSpec", ItemKey], Candidate | None]
+WarningTarget = Callable[[CatalogState, ItemKey, str], ObjectRef | None]
+PublishedName = Callable[[CatalogState, "SourceSpec", ItemKey], str | None]
+# raw (trimmed, redacted) object -> its typed value (which may carry a Problem), or None: not the source's
+Parse = Callable[[CatalogState, Mapping[str, Any]], Any]
+
+
+@attrs.frozen
+class SourceSpec:
+    source: Source  # the routes.json ``source`` of its records
+    item_prefix: str  # its item keys are ``<item_prefix>/<name>``
+    kind: SourceKind  # the Kubernetes source whose objects are its items
+    resource: Resource  # what that source watches
+    trim: TrimSpec  # the fields of its objects the core reads (catalog_core/trim.py)
+    rank: int  # one owned route per name: the higher rank wins (behaviour §3); a tie goes to the item key
+    id_family: str  # its rows' ids are ``ai-appliance-<id_family>-<slug>``; also model_info.source
+    health_gated: bool  # published only once its endpoint answers GET /health (behaviour §4)
+    claim: Claim  # the item's claim to a route, or the reason it has none; None when it does not exist
+    warning_target: WarningTarget  # the object a Warning Event about the item is on (state, key, uid)
+    # one object per item, kept by name in the state's per-source store: how it is parsed, and its type
+    # (the event log's snapshots read the store back as this type). None for a source read from one
+    # document (its observation is the document's own, in catalog_core/ingest.py).
+    parse: Parse | None = None
+    value_type: type | None = None
+    # the model name an item would publish under, known before (or without) a claim; for ``explain``
+    published_name: PublishedName = lambda state, spec, key: key.name
+    # for items read from one document (its warning target): that document's problem, if unreadable
+    document_problem: Callable[[CatalogState], Problem | None] | None = None
+
+    def item(self, name: str) -> ItemKey:
+        return ItemKey(self.item_prefix, name)
+
+    def route_id(self, model_name: str) -> str:
+        return f"{ID_PREFIX}{self.id_family}-{slug(model_name)}"
+
+    def health_key(self, item: ItemKey) -> str:
+        # Late import: the registry (which knows the health keys' format) imports the claims that call this.
+        from catalog_core import registry
+
+        return registry.health_key(item)
+
+
+def deployment_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:
+    """The warning target of an item that is a Deployment of the namespace (a runtime)."""
+    return ObjectRef("apps/v1", "Deployment", state.config.namespace, key.name, uid)
+
+
+def runtime_model_name(state: CatalogState, spec: SourceSpec, key: ItemKey) -> str | None:
+    """The model a runtime serves: its activation's name, else its own."""
+    runtime = state.stored(spec.kind).get(key.name)
+    return (runtime.activation or runtime.name) if runtime is not None else None
+
+
+def runtime_deployments(label: LabelMatch) -> Resource:
+    """The Deployments of the namespace that carry ``label``: a runtime source's watch."""
+    return Resource("apps", "v1", "deployments", "Deployment", "namespace", label=label)
