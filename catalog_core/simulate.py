@@ -252,12 +252,24 @@ def converge(
             if isinstance(command, ProbeRuntime):
                 probed[command.runtime] = probed.get(command.runtime, 0) + 1
             pending.extend(world.execute(command))
+        pending = _latest_rows_only(pending)
         if settled:
             for event in pending:  # the answers, as known already: fold them, nothing more to plan
                 state = step(state, event).state
             return state, emitted, now
         now += seconds_per_round
     raise RuntimeError(f"no fixed point after {max_rounds} rounds")
+
+
+def _latest_rows_only(events: list[Event]) -> list[Event]:
+    """Each LiteLLM write re-reads every row (as the observer does after writes); of the reads a round
+    made, only the last is kept, in its place after every outcome, as the observer's debounce coalesces
+    a burst's re-reads into one. Keeping all of them cost O(rows) per write: O(n^2) for a world of n
+    models (a converge of 10,000 did not fit in memory)."""
+    last = max((i for i, e in enumerate(events) if isinstance(e, LiteLLMRowsObserved)), default=None)
+    if last is None:
+        return events
+    return [e for i, e in enumerate(events) if i == last or not isinstance(e, LiteLLMRowsObserved)]
 
 
 def settling_probe_at(state: CatalogState) -> float | None:
