@@ -49,7 +49,7 @@ from catalog_core.rules.agent_templates import is_target, template_patch
 from catalog_core.rules.entries import entry_for
 from catalog_core.rules.litellm_plan import litellm_command
 from catalog_core.rules.records import record_for
-from catalog_core.rules.render import RenderedCatalog, render_catalog
+from catalog_core.rules.render import RenderedCatalog, render_catalog, render_incremental
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
 from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, configmap_data_size
@@ -440,17 +440,31 @@ def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
 def all_records(state: CatalogState) -> list[RouteRecord]:
     """routes.json: one record per source item, plus the ConfigMap itself when it is unreadable."""
     records = list(state.derived.records.values())
-    problem = state.observed.external_problem
+    problem = _document_record(state)
     if problem is not None:
-        keeping = " (the last good models stay published)" if state.observed.external_items else ""
-        name = state.config.external_models_configmap
-        records.append(
-            RouteRecord("external", name, name, RouteState.ERROR, problem.reason, problem.message + keeping)
-        )
+        records.append(problem)
     return records
 
 
+def _document_record(state: CatalogState) -> RouteRecord | None:
+    """The record of the external models ConfigMap itself, while it is unreadable."""
+    problem = state.observed.external_problem
+    if problem is None:
+        return None
+    keeping = " (the last good models stay published)" if state.observed.external_items else ""
+    name = state.config.external_models_configmap
+    return RouteRecord("external", name, name, RouteState.ERROR, problem.reason, problem.message + keeping)
+
+
 def rendered_catalog(state: CatalogState) -> RenderedCatalog:
+    """The catalog ConfigMap's data for ``state``: re-rendered only where entries or records changed
+    since the last call (``render_incremental``); ``full_catalog`` is the same, from scratch."""
+    d = state.derived
+    return render_incremental(d.entries, d.records, _document_record(state), state.config)
+
+
+def full_catalog(state: CatalogState) -> RenderedCatalog:
+    """``rendered_catalog`` rendered from scratch: the oracle the incremental render is tested against."""
     return render_catalog(state.derived.entries.values(), all_records(state), state.config)
 
 
