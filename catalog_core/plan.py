@@ -55,7 +55,7 @@ from catalog_core.rules.rollouts import targets
 from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, configmap_data_size
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import NO_MARKS, CatalogState, Control, RouteRecord, mark, mark_all, marked
-from catalog_core.values import logical_name
+from catalog_core.values import ModelType, logical_name
 
 
 class _Out:
@@ -370,7 +370,7 @@ def _routes(out: _Out) -> None:
             logical.add(row.logical_name)
     state = out.state  # records read what is in flight now
     records, entries = state.derived.records, state.derived.entries
-    changed = False
+    changed = chat_changed = False
     for item in sorted(touched_items):
         record = record_for(state, item)
         if record != records.get(item):
@@ -379,8 +379,14 @@ def _routes(out: _Out) -> None:
         _announce_record(out, item, record)
     for name in sorted(logical):
         entry = entry_for(state, name)
-        if entry != entries.get(name):
+        old = entries.get(name)
+        if entry != old:
             changed = True
+            # AgentTemplates list the chat models only: re-plan them (a pass over every chat model)
+            # only when one of those changed.
+            chat_changed = chat_changed or any(
+                e is not None and e.model_type is ModelType.CHAT for e in (entry, old)
+            )
             entries = entries.set(name, entry) if entry is not None else entries.delete(name)
     p = out.state.pending
     out.state = attrs.evolve(
@@ -393,7 +399,7 @@ def _routes(out: _Out) -> None:
             logical=NO_MARKS,
             records=NO_MARKS,
             catalog=p.catalog or changed,
-            templates=p.templates or changed,
+            templates=p.templates or chat_changed,
         ),
     )
 
@@ -485,10 +491,15 @@ def _catalog(out: _Out) -> None:
         return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
     rendered = rendered_catalog(state)
     cfg = state.config
+    # Rollouts read the catalog only through its hash and fingerprint: re-plan them when those moved.
+    moved = (rendered.catalog_hash, rendered.fingerprint) != (
+        state.derived.desired_catalog_hash,
+        state.derived.desired_catalog_fingerprint,
+    )
     out.state = attrs.evolve(
         state,
         damping=churn.catalog_rendered(state.damping, rendered.catalog_hash, state.now),
-        pending=attrs.evolve(state.pending, catalog=False, rollouts=True),
+        pending=attrs.evolve(state.pending, catalog=False, rollouts=state.pending.rollouts or moved),
         derived=attrs.evolve(
             state.derived,
             desired_catalog_hash=rendered.catalog_hash,
