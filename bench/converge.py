@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ def converge_once(
     fake = _spawn("bench.fake_server", log=work / f"converge-fake-{models}.log")
     assert fake.stdout is not None
     url = fake.stdout.readline().split()[1]
+    # The fake prints a line per write: read them, or its pipe fills and it stops answering.
+    threading.Thread(target=fake.stdout.read, daemon=True).start()
     started = time.monotonic()
     worker = _spawn(
         "bench.latency_worker",
