@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from bisect import bisect_left
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -82,13 +83,158 @@ class Fragment:
         return self.text if newline == "\n" else self.text.replace("\n", newline)
 
 
+def escaped(text: str) -> str:
+    """``text`` as it appears inside a JSON string, without the quotes. Escaping works character by
+    character, so the escape of a concatenation is the concatenation of the escapes."""
+    return _str(text)[1:-1]
+
+
+class Run:
+    """The members of a JSON array (or object), each rendered once, kept in the order of their sort keys.
+
+    Performance (issue 15): a catalog file lists every model; a ``Run`` keeps each member's text, at
+    every depth it was asked for, in a list maintained in order by ``put`` and ``remove`` (a bisection
+    and a C-level insert), so the file is one ``str.join`` of cached texts instead of a pass over
+    every model in Python. Also kept: each member's escaped text (the file inside the fingerprint's
+    JSON string) and, for hashed fragments, its canonical text. ``pretty`` and ``canonical_join``
+    splice a run in where the array or object would go; ``pretty_escaped`` splices its escaped texts.
+    """
+
+    __slots__ = ("_at", "_canonical", "_fragments", "_keys", "_names", "is_object")
+
+    def __init__(self, *, is_object: bool = False) -> None:
+        self.is_object = is_object
+        self._keys: list[Any] = []
+        self._fragments: list[Fragment] = []
+        self._names: list[str] = []  # an object's member names, else empty strings
+        self._at: dict[str, tuple[list[str], list[str]]] = {}  # container line break -> (texts, escaped)
+        self._canonical: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def first(self) -> Any:
+        """The sort key of the first member (the run must not be empty)."""
+        return self._keys[0]
+
+    def put(self, key: Any, fragment: Fragment, name: str = "") -> None:
+        """Insert the member with sort key ``key``, or replace the one that has it."""
+        i = bisect_left(self._keys, key)
+        if i < len(self._keys) and self._keys[i] == key:
+            self._fragments[i], self._names[i] = fragment, name
+            for newline, (texts, escapes) in self._at.items():
+                texts[i] = text = self._member(fragment, name, newline + "  ")
+                escapes[i] = escaped(text)
+            if self._canonical is not None:
+                self._canonical[i] = self._member_canonical(fragment, name)
+            return
+        self._keys.insert(i, key)
+        self._fragments.insert(i, fragment)
+        self._names.insert(i, name)
+        for newline, (texts, escapes) in self._at.items():
+            text = self._member(fragment, name, newline + "  ")
+            texts.insert(i, text)
+            escapes.insert(i, escaped(text))
+        if self._canonical is not None:
+            self._canonical.insert(i, self._member_canonical(fragment, name))
+
+    def remove(self, key: Any) -> None:
+        i = bisect_left(self._keys, key)
+        if i == len(self._keys) or self._keys[i] != key:
+            raise KeyError(key)
+        for parallel in (self._keys, self._fragments, self._names):
+            del parallel[i]
+        for texts, escapes in self._at.values():
+            del texts[i]
+            del escapes[i]
+        if self._canonical is not None:
+            del self._canonical[i]
+
+    def _member(self, fragment: Fragment, name: str, inner: str) -> str:
+        text = fragment.pretty_at(inner)
+        return _str(name) + ": " + text if self.is_object else text
+
+    def _member_canonical(self, fragment: Fragment, name: str) -> str:
+        text = canonical_join(fragment)
+        return _str(name) + ":" + text if self.is_object else text
+
+    def _texts(self, newline: str) -> tuple[list[str], list[str]]:
+        found = self._at.get(newline)
+        if found is None:
+            inner = newline + "  "
+            texts = [self._member(f, n, inner) for f, n in zip(self._fragments, self._names, strict=True)]
+            found = self._at[newline] = (texts, [escaped(t) for t in texts])
+        return found
+
+    def _brackets(self) -> tuple[str, str]:
+        return ("{", "}") if self.is_object else ("[", "]")
+
+    def pretty_at(self, newline: str) -> str:
+        start, end = self._brackets()
+        if not self._keys:
+            return start + end
+        inner = newline + "  "
+        return start + inner + ("," + inner).join(self._texts(newline)[0]) + newline + end
+
+    def escaped_at(self, newline: str) -> str:
+        """``escaped(self.pretty_at(newline))``, from the cached escaped members."""
+        start, end = self._brackets()
+        if not self._keys:
+            return start + end
+        inner = escaped(newline + "  ")
+        return start + inner + ("," + inner).join(self._texts(newline)[1]) + escaped(newline) + end
+
+    def canonical_text(self) -> str:
+        if self._canonical is None:
+            self._canonical = [
+                self._member_canonical(f, n) for f, n in zip(self._fragments, self._names, strict=True)
+            ]
+        start, end = self._brackets()
+        return start + ",".join(self._canonical) + end
+
+
+class _Slot:
+    """Where a ``Run`` goes in a value rendered by ``pretty_escaped``, and at which depth."""
+
+    __slots__ = ("newline", "run", "seen")
+
+    def __init__(self, run: Run, seen: list[_Slot]) -> None:
+        self.run, self.seen, self.newline = run, seen, ""
+
+
+def _slotted(value: Any, seen: list[_Slot]) -> Any:
+    t = type(value)
+    if t is Run:
+        return _Slot(value, seen)
+    if t is dict:
+        return {k: _slotted(v, seen) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [_slotted(v, seen) for v in value]
+    return value
+
+
+def pretty_escaped(value: Any) -> str:
+    """``_str(pretty(value))`` (the file as a JSON string, quotes included) for a value whose large
+    parts are ``Run``s: the rest is rendered with a NUL where each run goes (the NUL cannot occur
+    elsewhere: strings escape it), escaped, and the runs' escaped texts are spliced in."""
+    seen: list[_Slot] = []
+    parts = pretty(_slotted(value, seen)).split("\0")
+    out = [escaped(parts[0])]
+    for slot, part in zip(seen, parts[1:], strict=True):
+        out.append(slot.run.escaped_at(slot.newline))
+        out.append(escaped(part))
+    return '"' + "".join(out) + '"'
+
+
 def canonical_join(value: Any) -> str:
-    """``canonical(value)`` for a value that may hold ``Fragment``s."""
+    """``canonical(value)`` for a value that may hold ``Fragment``s and ``Run``s."""
     t = type(value)
     if t is Fragment:
         if value.canonical is None:
             raise ValueError("a Fragment made without hashed=True has no canonical text")
         return value.canonical  # type: ignore[no-any-return]
+    if t is Run:
+        return value.canonical_text()  # type: ignore[no-any-return]
     if t is dict and value and all(type(k) is str for k in value):
         return "{" + ",".join([_str(k) + ":" + canonical_join(value[k]) for k in sorted(value)]) + "}"
     if (t is list or t is tuple) and value:
@@ -121,8 +267,12 @@ def _pretty(value: Any, newline: str) -> str:
             return "[]"
         inner = newline + "  "
         return "[" + inner + ("," + inner).join([_pretty(v, inner) for v in value]) + newline + "]"
-    if t is Fragment:
+    if t is Fragment or t is Run:
         return value.pretty_at(newline)  # type: ignore[no-any-return]
+    if t is _Slot:
+        value.newline = newline
+        value.seen.append(value)
+        return "\0"
     if value is None:
         return "null"
     if value is True:

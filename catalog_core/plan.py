@@ -49,13 +49,13 @@ from catalog_core.rules.agent_templates import is_target, template_patch
 from catalog_core.rules.entries import entry_for
 from catalog_core.rules.litellm_plan import litellm_command
 from catalog_core.rules.records import record_for
-from catalog_core.rules.render import RenderedCatalog, render_catalog
+from catalog_core.rules.render import RenderedCatalog, render_catalog, render_incremental
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
 from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, configmap_data_size
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import NO_MARKS, CatalogState, Control, RouteRecord, mark, mark_all, marked
-from catalog_core.values import logical_name
+from catalog_core.values import ModelType, logical_name
 
 
 class _Out:
@@ -370,7 +370,7 @@ def _routes(out: _Out) -> None:
             logical.add(row.logical_name)
     state = out.state  # records read what is in flight now
     records, entries = state.derived.records, state.derived.entries
-    changed = False
+    changed = chat_changed = False
     for item in sorted(touched_items):
         record = record_for(state, item)
         if record != records.get(item):
@@ -379,8 +379,14 @@ def _routes(out: _Out) -> None:
         _announce_record(out, item, record)
     for name in sorted(logical):
         entry = entry_for(state, name)
-        if entry != entries.get(name):
+        old = entries.get(name)
+        if entry != old:
             changed = True
+            # AgentTemplates list the chat models only: re-plan them (a pass over every chat model)
+            # only when one of those changed.
+            chat_changed = chat_changed or any(
+                e is not None and e.model_type is ModelType.CHAT for e in (entry, old)
+            )
             entries = entries.set(name, entry) if entry is not None else entries.delete(name)
     p = out.state.pending
     out.state = attrs.evolve(
@@ -393,7 +399,7 @@ def _routes(out: _Out) -> None:
             logical=NO_MARKS,
             records=NO_MARKS,
             catalog=p.catalog or changed,
-            templates=p.templates or changed,
+            templates=p.templates or chat_changed,
         ),
     )
 
@@ -440,17 +446,31 @@ def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
 def all_records(state: CatalogState) -> list[RouteRecord]:
     """routes.json: one record per source item, plus the ConfigMap itself when it is unreadable."""
     records = list(state.derived.records.values())
-    problem = state.observed.external_problem
+    problem = _document_record(state)
     if problem is not None:
-        keeping = " (the last good models stay published)" if state.observed.external_items else ""
-        name = state.config.external_models_configmap
-        records.append(
-            RouteRecord("external", name, name, RouteState.ERROR, problem.reason, problem.message + keeping)
-        )
+        records.append(problem)
     return records
 
 
+def _document_record(state: CatalogState) -> RouteRecord | None:
+    """The record of the external models ConfigMap itself, while it is unreadable."""
+    problem = state.observed.external_problem
+    if problem is None:
+        return None
+    keeping = " (the last good models stay published)" if state.observed.external_items else ""
+    name = state.config.external_models_configmap
+    return RouteRecord("external", name, name, RouteState.ERROR, problem.reason, problem.message + keeping)
+
+
 def rendered_catalog(state: CatalogState) -> RenderedCatalog:
+    """The catalog ConfigMap's data for ``state``: re-rendered only where entries or records changed
+    since the last call (``render_incremental``); ``full_catalog`` is the same, from scratch."""
+    d = state.derived
+    return render_incremental(d.entries, d.records, _document_record(state), state.config)
+
+
+def full_catalog(state: CatalogState) -> RenderedCatalog:
+    """``rendered_catalog`` rendered from scratch: the oracle the incremental render is tested against."""
     return render_catalog(state.derived.entries.values(), all_records(state), state.config)
 
 
@@ -471,10 +491,15 @@ def _catalog(out: _Out) -> None:
         return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
     rendered = rendered_catalog(state)
     cfg = state.config
+    # Rollouts read the catalog only through its hash and fingerprint: re-plan them when those moved.
+    moved = (rendered.catalog_hash, rendered.fingerprint) != (
+        state.derived.desired_catalog_hash,
+        state.derived.desired_catalog_fingerprint,
+    )
     out.state = attrs.evolve(
         state,
         damping=churn.catalog_rendered(state.damping, rendered.catalog_hash, state.now),
-        pending=attrs.evolve(state.pending, catalog=False, rollouts=True),
+        pending=attrs.evolve(state.pending, catalog=False, rollouts=state.pending.rollouts or moved),
         derived=attrs.evolve(
             state.derived,
             desired_catalog_hash=rendered.catalog_hash,

@@ -86,8 +86,10 @@ class SimulatedWorld:
             return row
         return {**row, "model_info": {**known, **row.get("model_info", {})}}
 
-    def execute(self, command: Command) -> list[Event]:
-        """Carry out one command; the events the real adapter would report."""
+    def execute(self, command: Command, *, reread: bool = True) -> list[Event]:
+        """Carry out one command; the events the real adapter would report. ``reread``: a LiteLLM write
+        is followed by a read of every row, as the observer does after writes (``converge`` reads once
+        per round instead)."""
         done = CommandCompleted(command.key, command.id, Outcome.APPLIED)
         if isinstance(command, CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel):
             body = {
@@ -111,11 +113,11 @@ class SimulatedWorld:
             self.rows[command.model_id] = body
             self.writes.append(command)
             # The observer re-reads /model/info after writes (LiteLLM may have filled fields in).
-            return [done, self.rows_event()]
+            return [done, self.rows_event()] if reread else [done]
         if isinstance(command, DeleteLiteLLMModel):
             if self.rows.pop(command.model_id, None) is not None:
                 self.writes.append(command)
-            return [done, self.rows_event()]
+            return [done, self.rows_event()] if reread else [done]
         if isinstance(command, WriteCatalog):
             annotations = {"ai-appliance.io/catalog-hash": command.catalog_hash}
             if self.catalog is not None:
@@ -209,6 +211,9 @@ class SimulatedWorld:
         return [done, SourceListed(SourceKind.SECRETS, tuple(found), names)]
 
 
+_LITELLM_WRITES = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel, DeleteLiteLLMModel)
+
+
 def converge(
     state: CatalogState,
     world: SimulatedWorld,
@@ -251,7 +256,11 @@ def converge(
         for command in commands:
             if isinstance(command, ProbeRuntime):
                 probed[command.runtime] = probed.get(command.runtime, 0) + 1
-            pending.extend(world.execute(command))
+            pending.extend(world.execute(command, reread=False))
+        if any(isinstance(c, _LITELLM_WRITES) for c in commands):
+            # One read of every row after the round's writes, as the observer's debounce coalesces a
+            # burst's re-reads: a read per write cost O(rows) each, O(n^2) to converge n models.
+            pending.append(world.rows_event())
         if settled:
             for event in pending:  # the answers, as known already: fold them, nothing more to plan
                 state = step(state, event).state

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any, Generic, TypeVar
 
 import attrs
 
 from catalog_core.config import CatalogConfig
-from catalog_core.jsonval import Fragment, canonical_join, pretty, short_hash
+from catalog_core.jsonval import Fragment, Run, canonical, canonical_join, pretty, pretty_escaped, short_hash
+from catalog_core.pmap import PMap, empty
 from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
 from catalog_core.sources.catalog_configmap import data_fingerprint
 from catalog_core.state import CatalogEntry, RouteRecord
@@ -136,105 +137,141 @@ def pick_default(wanted: str, ids: list[str]) -> str:
     return ids[0] if ids else ""
 
 
-def render_catalog(
-    entries: Iterable[CatalogEntry],
-    records: Iterable[RouteRecord],
-    config: CatalogConfig,
-    *,
-    placeholder: bool = False,
-) -> RenderedCatalog:
-    """Every data key of behaviour §5.1 plus routes.json. ``placeholder``: the bootstrap form (READY false,
-    hash ``bootstrap``) that deploy/ ships so consumers can start before the first catalog
-    (behaviour §5.2)."""
-    ordered = sorted(entries, key=lambda e: (e.model_type.value, e.id))
-    parts = [_ENTRY_PARTS.get(e, config) for e in ordered]
-    models = [p.model for p in parts]
-    chat = [e for e in ordered if e.model_type is ModelType.CHAT]
-    chat_parts = [p for p, e in zip(parts, ordered, strict=True) if e.model_type is ModelType.CHAT]
-    embedding = [e for e in ordered if e.model_type is ModelType.EMBEDDING]
-    chat_json = [p.model for p in chat_parts]
-    embedding_json = [
-        p.model for p, e in zip(parts, ordered, strict=True) if e.model_type is ModelType.EMBEDDING
-    ]
-    default_chat = pick_default(config.default_chat_model, [e.id for e in chat])
-    default_embedding = pick_default(config.default_embedding_model, [e.id for e in embedding])
-    default_entry = next((e for e in chat if e.id == default_chat), None)
-    compaction = openclaw_compaction(default_entry.context_window if default_entry else None)
-    catalog_hash = (
-        BOOTSTRAP_HASH
-        if placeholder
-        else short_hash(
-            canonical_join(
-                {
-                    "models": models,
-                    "defaultChatModel": default_chat,
-                    "defaultEmbeddingModel": default_embedding,
-                    "opencodeDefaultContextTokens": config.opencode_default_context_tokens,
-                    "opencodeDefaultOutputTokens": config.opencode_default_output_tokens,
-                    "paperclipOpenCodeMaxOutputTokens": config.paperclip_max_output_tokens,
-                    "paperclipOpenCodeContextHeadroomTokens": config.paperclip_headroom_tokens,
-                    "openclawCompaction": compaction,
-                    "openclawToolsProfile": config.openclaw_tools_profile,
-                }
+class CatalogParts:
+    """The catalog's per-model and per-record parts, each file's list kept in its published order.
+
+    ``put_entry``/``remove_entry`` and ``put_record``/``remove_record`` cost what one member costs
+    (a bisection and C-level list inserts), so a catalog kept up to date costs per change what the
+    change touches; ``render`` then joins cached texts (issue 15).
+    """
+
+    def __init__(self, config: CatalogConfig) -> None:
+        self.config = config
+        self.models = Run()  # every entry, by (type, id)
+        self.chat = Run()  # chat entries by id, for chat-models.json
+        self.embedding = Run()
+        self.openclaw = Run()
+        self.hermes = Run(is_object=True)
+        self.opencode = Run(is_object=True)
+        self.paperclip = Run(is_object=True)
+        self.adapter = Run()
+        self.routes = Run()
+        self.chat_entries: dict[str, CatalogEntry] = {}
+        self.embedding_ids: set[str] = set()
+
+    @classmethod
+    def of(
+        cls, entries: Iterable[CatalogEntry], records: Iterable[RouteRecord], config: CatalogConfig
+    ) -> CatalogParts:
+        parts = cls(config)
+        for e in sorted(entries, key=lambda e: (e.model_type.value, e.id)):
+            parts.put_entry(e)
+        # routes.json is sorted by (source, name), ties in the order given (a stable sort)
+        for n, r in enumerate(records):
+            parts.put_record((r.source, r.name, n), r)
+        return parts
+
+    def put_entry(self, e: CatalogEntry) -> None:
+        """Add an entry (one with its type and id must not be held: ``remove_entry`` it first)."""
+        p = _ENTRY_PARTS.get(e, self.config)
+        self.models.put((e.model_type.value, e.id), p.model)
+        if e.model_type is ModelType.EMBEDDING:
+            self.embedding.put(e.id, p.model)
+            self.embedding_ids.add(e.id)
+        if e.model_type is not ModelType.CHAT:
+            return
+        self.chat_entries[e.id] = e
+        self.chat.put(e.id, p.model)
+        self.openclaw.put(e.id, p.openclaw)
+        self.hermes.put(e.id, p.hermes, e.id)
+        self.opencode.put(e.id, p.opencode, e.id)
+        self.paperclip.put(e.id, p.paperclip, e.id)
+        self.adapter.put(e.id, p.adapter)
+
+    def remove_entry(self, e: CatalogEntry) -> None:
+        self.models.remove((e.model_type.value, e.id))
+        if e.model_type is ModelType.EMBEDDING:
+            self.embedding.remove(e.id)
+            self.embedding_ids.discard(e.id)
+        if e.model_type is not ModelType.CHAT:
+            return
+        del self.chat_entries[e.id]
+        for run in (self.chat, self.openclaw, self.hermes, self.opencode, self.paperclip, self.adapter):
+            run.remove(e.id)
+
+    def put_record(self, key: tuple[Any, ...], r: RouteRecord) -> None:
+        """``key`` sorts records as routes.json lists them: it starts with (source, name)."""
+        self.routes.put(key, _RECORD_JSON.get(r, self.config))
+
+    def remove_record(self, key: tuple[Any, ...]) -> None:
+        self.routes.remove(key)
+
+    def files(self, *, placeholder: bool = False) -> tuple[dict[str, Any], str]:
+        """Every data key's value (the large ones as values holding ``Run``s, not rendered yet), and the
+        catalog hash."""
+        config = self.config
+        chat_ids = self.chat_entries
+        default_chat = _pick(config.default_chat_model, chat_ids, self.chat)
+        default_embedding = _pick(config.default_embedding_model, self.embedding_ids, self.embedding)
+        default_entry = chat_ids.get(default_chat)
+        compaction = openclaw_compaction(default_entry.context_window if default_entry else None)
+        catalog_hash = (
+            BOOTSTRAP_HASH
+            if placeholder
+            else short_hash(
+                canonical_join(
+                    {
+                        "models": self.models,
+                        "defaultChatModel": default_chat,
+                        "defaultEmbeddingModel": default_embedding,
+                        "opencodeDefaultContextTokens": config.opencode_default_context_tokens,
+                        "opencodeDefaultOutputTokens": config.opencode_default_output_tokens,
+                        "paperclipOpenCodeMaxOutputTokens": config.paperclip_max_output_tokens,
+                        "paperclipOpenCodeContextHeadroomTokens": config.paperclip_headroom_tokens,
+                        "openclawCompaction": compaction,
+                        "openclawToolsProfile": config.openclaw_tools_profile,
+                    }
+                )
             )
         )
-    )
-    ready = "false" if placeholder else "true"
-    opencode_model = f"litellm/{default_chat}" if default_chat else ""
-    base = config.litellm_api_base
+        ready = "false" if placeholder else "true"
+        opencode_model = f"litellm/{default_chat}" if default_chat else ""
+        base = config.litellm_api_base
 
-    def provider(models: dict[str, Fragment]) -> dict[str, Any]:
-        return {
-            "litellm": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "LiteLLM",
-                "options": {"baseURL": base, "apiKey": "{env:OPENAI_API_KEY}"},
-                "models": models,
+        def provider(models: Run) -> dict[str, Any]:
+            return {
+                "litellm": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "LiteLLM",
+                    "options": {"baseURL": base, "apiKey": "{env:OPENAI_API_KEY}"},
+                    "models": models,
+                }
             }
-        }
 
-    data = {
-        "catalog.json": pretty(
-            {
+        documents: dict[str, Any] = {
+            "catalog.json": {
                 "hash": catalog_hash,
-                "models": models,
+                "models": self.models,
                 "defaultChatModel": default_chat,
                 "defaultEmbeddingModel": default_embedding,
-            }
-        ),
-        "chat-models.json": pretty({"models": chat_json, "defaultModel": default_chat}),
-        "embedding-models.json": pretty({"models": embedding_json, "defaultModel": default_embedding}),
-        "defaults.env": "".join(
-            f"{k}={v}\n"
-            for k, v in (
-                (READY_KEY, ready),
-                (HASH_KEY, catalog_hash),
-                (DEFAULT_CHAT_KEY, default_chat),
-                (DEFAULT_OPENCODE_KEY, opencode_model),
-                (DEFAULT_EMBEDDING_KEY, default_embedding),
-                (MODEL_COUNT_KEY, len(ordered)),
-                (CHAT_COUNT_KEY, len(chat)),
-                (EMBEDDING_COUNT_KEY, len(embedding)),
-            )
-        ),
-        "openclaw.json": pretty(
-            {
+            },
+            "chat-models.json": {"models": self.chat, "defaultModel": default_chat},
+            "embedding-models.json": {"models": self.embedding, "defaultModel": default_embedding},
+            "openclaw.json": {
                 "models": {
                     "providers": {
                         "litellm": {
                             "baseUrl": base,
                             "apiKey": "${LITELLM_API_KEY}",
                             "api": "openai-completions",
-                            "models": [p.openclaw for p in chat_parts],
+                            "models": self.openclaw,
                         }
                     }
                 },
                 "agents": {"defaults": {"compaction": compaction, "model": {"primary": opencode_model}}},
                 "tools": {"profile": config.openclaw_tools_profile},
-            }
-        ),
-        "hermes.yaml": pretty(
-            {
+            },
+            "hermes.yaml": {
                 "model": {
                     "default": default_chat,
                     "provider": "litellm",
@@ -249,29 +286,162 @@ def render_catalog(
                         "api_mode": "chat_completions",
                         "default_model": default_chat,
                         "discover_models": False,
-                        "models": {e.id: p.hermes for e, p in zip(chat, chat_parts, strict=True)},
+                        "models": self.hermes,
                     }
                 },
-            }
-        ),
-        "opencode-providers.json": pretty(
-            provider({e.id: p.opencode for e, p in zip(chat, chat_parts, strict=True)})
-        ),
-        "paperclip-opencode-providers.json": pretty(
-            provider({e.id: p.paperclip for e, p in zip(chat, chat_parts, strict=True)})
-        ),
-        "paperclip-adapter-models.json": pretty({"opencode_local": [p.adapter for p in chat_parts]}),
-        "routes.json": pretty(
-            [_RECORD_JSON.get(r, config) for r in sorted(records, key=lambda r: (r.source, r.name))]
-        ),
-        READY_KEY: ready,
-        HASH_KEY: catalog_hash,
-        DEFAULT_CHAT_KEY: default_chat,
-        DEFAULT_OPENCODE_KEY: opencode_model,
-        DEFAULT_EMBEDDING_KEY: default_embedding,
-    }
+            },
+            "opencode-providers.json": provider(self.opencode),
+            "paperclip-opencode-providers.json": provider(self.paperclip),
+            "paperclip-adapter-models.json": {"opencode_local": self.adapter},
+            "routes.json": self.routes,
+        }
+        scalars = {
+            "defaults.env": "".join(
+                f"{k}={v}\n"
+                for k, v in (
+                    (READY_KEY, ready),
+                    (HASH_KEY, catalog_hash),
+                    (DEFAULT_CHAT_KEY, default_chat),
+                    (DEFAULT_OPENCODE_KEY, opencode_model),
+                    (DEFAULT_EMBEDDING_KEY, default_embedding),
+                    (MODEL_COUNT_KEY, len(self.models)),
+                    (CHAT_COUNT_KEY, len(self.chat)),
+                    (EMBEDDING_COUNT_KEY, len(self.embedding)),
+                )
+            ),
+            READY_KEY: ready,
+            HASH_KEY: catalog_hash,
+            DEFAULT_CHAT_KEY: default_chat,
+            DEFAULT_OPENCODE_KEY: opencode_model,
+            DEFAULT_EMBEDDING_KEY: default_embedding,
+        }
+        return {**documents, **{k: _Text(v) for k, v in scalars.items()}}, catalog_hash
+
+    def render(self, *, placeholder: bool = False) -> RenderedCatalog:
+        """The data with its fingerprint assembled from the runs' escaped texts: per change, no pass
+        over every model in Python (the oracle, ``render_catalog``, fingerprints the data itself)."""
+        files, catalog_hash = self.files(placeholder=placeholder)
+        pairs = []
+        fingerprint = []
+        for key in sorted(files):
+            value = files[key]
+            if type(value) is _Text:
+                pairs.append((key, value.text))
+                fingerprint.append(escaped_key(key) + ":" + canonical(value.text))
+            else:
+                pairs.append((key, pretty(value)))
+                fingerprint.append(escaped_key(key) + ":" + pretty_escaped(value))
+        text = "{" + ",".join(fingerprint) + "}"
+        return RenderedCatalog(tuple(pairs), catalog_hash, short_hash(text, 32))
+
+
+class _Text:
+    """A data value that is already text (not a JSON document)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def escaped_key(key: str) -> str:
+    return canonical(key)
+
+
+def _pick(wanted: str, ids: Container[str], run: Run) -> str:
+    """``pick_default`` over a run's members, without listing them."""
+    if wanted in ids:
+        return wanted
+    return str(run.first()) if len(run) else ""
+
+
+def render_catalog(
+    entries: Iterable[CatalogEntry],
+    records: Iterable[RouteRecord],
+    config: CatalogConfig,
+    *,
+    placeholder: bool = False,
+) -> RenderedCatalog:
+    """Every data key of behaviour §5.1 plus routes.json, from scratch. ``placeholder``: the bootstrap
+    form (READY false, hash ``bootstrap``) that deploy/ ships so consumers can start before the first
+    catalog (behaviour §5.2).
+
+    This is the oracle of ``IncrementalCatalog`` (tests/core/test_incremental_render.py): its parts are
+    built afresh and its fingerprint is taken over the data itself."""
+    files, catalog_hash = CatalogParts.of(entries, records, config).files(placeholder=placeholder)
+    data = {k: v.text if type(v) is _Text else pretty(v) for k, v in files.items()}
     pairs = tuple(sorted(data.items()))
     return RenderedCatalog(pairs, catalog_hash, data_fingerprint(dict(pairs)))
+
+
+def _record_key(item: str, r: RouteRecord) -> tuple[Any, ...]:
+    return (r.source, r.name, 0, item)
+
+
+class IncrementalCatalog:
+    """One catalog kept rendered from the state's entries and records (issue 15).
+
+    ``update`` reads what changed since the maps it last saw (``PMap.changes``: what differs, not the
+    size of the maps, when the new maps were made from the old ones) and moves only those members.
+    Derived data, never part of the state: a replay, a snapshot or a restart rebuilds it from the maps
+    on first use, and its output equals ``render_catalog``'s for the same maps (the property test).
+    """
+
+    def __init__(self, config: CatalogConfig) -> None:
+        self.config = config
+        self.parts = CatalogParts(config)
+        self.entries: PMap[CatalogEntry] = empty()
+        self.records: PMap[RouteRecord] = empty()
+        self.extra: RouteRecord | None = None
+
+    def update(
+        self, entries: PMap[CatalogEntry], records: PMap[RouteRecord], extra: RouteRecord | None
+    ) -> None:
+        """``extra``: a record listed after every record of the same (source, name) (the unreadable
+        models ConfigMap's)."""
+        parts = self.parts
+        for _, old, new in self.entries.changes(entries):
+            if old is not None:
+                parts.remove_entry(old)
+            if new is not None:
+                parts.put_entry(new)
+        for item, old_record, new_record in self.records.changes(records):
+            if old_record is not None:
+                parts.remove_record(_record_key(item, old_record))
+            if new_record is not None:
+                parts.put_record(_record_key(item, new_record), new_record)
+        if extra != self.extra:
+            if self.extra is not None:
+                parts.remove_record((self.extra.source, self.extra.name, 1))
+            if extra is not None:
+                parts.put_record((extra.source, extra.name, 1), extra)
+        self.entries, self.records, self.extra = entries, records, extra
+
+
+# The warm catalog of the last render. Taken out while in use, so two threads (a blocking host's view
+# and the catalog's loop) never share one: the other builds its own.
+_WARM: list[IncrementalCatalog] = []
+
+
+def render_incremental(
+    entries: PMap[CatalogEntry],
+    records: PMap[RouteRecord],
+    extra: RouteRecord | None,
+    config: CatalogConfig,
+) -> RenderedCatalog:
+    """``render_catalog(entries.values(), [*records.values(), extra], config)``, at the cost of what
+    changed since the last call."""
+    try:
+        warm = _WARM.pop()
+    except IndexError:
+        warm = IncrementalCatalog(config)
+    if warm.config is not config:
+        warm = IncrementalCatalog(config)
+    warm.update(entries, records, extra)
+    rendered = warm.parts.render()
+    if not _WARM:  # after an exception the half-updated one is dropped, never put back
+        _WARM.append(warm)
+    return rendered
 
 
 def bootstrap_data(config: CatalogConfig) -> dict[str, str]:
