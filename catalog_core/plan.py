@@ -444,29 +444,30 @@ def _announce_record(out: _Out, item: str, record: RouteRecord | None) -> None:
 
 
 def all_records(state: CatalogState) -> list[RouteRecord]:
-    """routes.json: one record per source item, plus the ConfigMap itself when it is unreadable."""
-    records = list(state.derived.records.values())
-    problem = _document_record(state)
-    if problem is not None:
-        records.append(problem)
-    return records
+    """routes.json: one record per source item, plus each document source's document while unreadable."""
+    return [*state.derived.records.values(), *_document_records(state)]
 
 
-def _document_record(state: CatalogState) -> RouteRecord | None:
-    """The record of the external models ConfigMap itself, while it is unreadable."""
-    problem = state.observed.external_problem
-    if problem is None:
-        return None
-    keeping = " (the last good models stay published)" if state.observed.external_items else ""
-    name = state.config.external_models_configmap
-    return RouteRecord("external", name, name, RouteState.ERROR, problem.reason, problem.message + keeping)
+def _document_records(state: CatalogState) -> tuple[RouteRecord, ...]:
+    """The record of each document a source reads its items from, while that document is unreadable."""
+    return tuple(
+        RouteRecord(
+            doc.spec.source.value,
+            doc.ref.name,
+            doc.ref.name,
+            RouteState.ERROR,
+            doc.problem.reason,
+            doc.problem.message + (" (the last good models stay published)" if doc.keeping else ""),
+        )
+        for doc in registry.unreadable_documents(state)
+    )
 
 
 def rendered_catalog(state: CatalogState) -> RenderedCatalog:
     """The catalog ConfigMap's data for ``state``: re-rendered only where entries or records changed
     since the last call (``render_incremental``); ``full_catalog`` is the same, from scratch."""
     d = state.derived
-    return render_incremental(d.entries, d.records, _document_record(state), state.config)
+    return render_incremental(d.entries, d.records, _document_records(state), state.config)
 
 
 def full_catalog(state: CatalogState) -> RenderedCatalog:
@@ -506,14 +507,14 @@ def _catalog(out: _Out) -> None:
             desired_catalog_fingerprint=rendered.fingerprint,
         ),
     )
-    problem = state.observed.external_problem
-    if problem is not None:
-        ref = ObjectRef(
-            "v1", "ConfigMap", cfg.namespace, cfg.external_models_configmap, state.observed.external_uid
-        )
-        out.announce(configmap_announcement("external"), ref, problem.reason.value, problem.message)
-    else:
-        out.forget(configmap_announcement("external"))
+    unreadable = {doc.spec.item_prefix: doc for doc in registry.unreadable_documents(state)}
+    for spec in registry.DOCUMENT_SPECS:
+        doc = unreadable.get(spec.item_prefix)
+        if doc is not None:
+            announcement = configmap_announcement(spec.item_prefix)
+            out.announce(announcement, doc.ref, doc.problem.reason.value, doc.problem.message)
+        else:
+            out.forget(configmap_announcement(spec.item_prefix))
     observed = state.cluster.catalog
     if (
         observed is not None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
+import attrs
+
 from catalog_core.commands import ObjectRef
 from catalog_core.events import BUILT_IN_KINDS, CATALOG_SOURCES, SourceKind
 from catalog_core.keys import ItemKey
@@ -81,6 +83,7 @@ SPECS: tuple[SourceSpec, ...] = (
         claim=claims.external_claim,
         warning_target=_document_target,
         document_problem=lambda state: state.observed.external_problem,
+        document_has_items=lambda state: bool(state.observed.external_items),
     ),
     SourceSpec(
         Source.FREETOKEN,
@@ -246,6 +249,30 @@ def document_problem(state: CatalogState, item: str) -> Problem | None:
     """The problem of the whole document ``item`` comes from, if its source reads one and it is unreadable."""
     spec = spec_of(item)
     return spec.document_problem(state) if spec is not None and spec.document_problem is not None else None
+
+
+@attrs.frozen
+class UnreadableDocument:
+    spec: SourceSpec
+    problem: Problem
+    ref: ObjectRef  # the document (its Warning Event target)
+    keeping: bool  # its last good items stay published
+
+
+DOCUMENT_SPECS: tuple[SourceSpec, ...] = tuple(s for s in SPECS if s.document_problem is not None)
+
+
+def unreadable_documents(state: CatalogState) -> list[UnreadableDocument]:
+    """The documents route sources read their items from that are unreadable now."""
+    out: list[UnreadableDocument] = []
+    for spec in DOCUMENT_SPECS:
+        assert spec.document_problem is not None
+        problem = spec.document_problem(state)
+        if problem is not None:
+            ref = spec.warning_target(state, spec.item(""), "")
+            assert ref is not None, f"{spec.source}: a document source's warning target is its document"
+            out.append(UnreadableDocument(spec, problem, ref, spec.document_has_items(state)))
+    return out
 
 
 def document_of(state: CatalogState, item: str) -> ObjectRef | None:

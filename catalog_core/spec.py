@@ -71,6 +71,8 @@ class SourceSpec:
     published_name: PublishedName = lambda state, spec, key: key.name
     # for items read from one document (its warning target): that document's problem, if unreadable
     document_problem: Callable[[CatalogState], Problem | None] | None = None
+    # ...and whether it still has items read from the document's last good version (kept published)
+    document_has_items: Callable[[CatalogState], bool] = lambda state: False
 
     def item(self, name: str) -> ItemKey:
         return ItemKey(self.item_prefix, name)

@@ -392,13 +392,13 @@ class IncrementalCatalog:
         self.parts = CatalogParts(config)
         self.entries: PMap[CatalogEntry] = empty()
         self.records: PMap[RouteRecord] = empty()
-        self.extra: RouteRecord | None = None
+        self.extras: tuple[RouteRecord, ...] = ()
 
     def update(
-        self, entries: PMap[CatalogEntry], records: PMap[RouteRecord], extra: RouteRecord | None
+        self, entries: PMap[CatalogEntry], records: PMap[RouteRecord], extras: tuple[RouteRecord, ...]
     ) -> None:
-        """``extra``: a record listed after every record of the same (source, name) (the unreadable
-        models ConfigMap's)."""
+        """``extras``: records each listed after every record of the same (source, name) (those of
+        unreadable documents)."""
         parts = self.parts
         for _, old, new in self.entries.changes(entries):
             if old is not None:
@@ -410,12 +410,12 @@ class IncrementalCatalog:
                 parts.remove_record(_record_key(item, old_record))
             if new_record is not None:
                 parts.put_record(_record_key(item, new_record), new_record)
-        if extra != self.extra:
-            if self.extra is not None:
-                parts.remove_record((self.extra.source, self.extra.name, 1))
-            if extra is not None:
+        if extras != self.extras:
+            for old_extra in self.extras:
+                parts.remove_record((old_extra.source, old_extra.name, 1))
+            for extra in extras:
                 parts.put_record((extra.source, extra.name, 1), extra)
-        self.entries, self.records, self.extra = entries, records, extra
+        self.entries, self.records, self.extras = entries, records, extras
 
 
 # The warm catalog of the last render. Taken out while in use, so two threads (a blocking host's view
@@ -426,10 +426,10 @@ _WARM: list[IncrementalCatalog] = []
 def render_incremental(
     entries: PMap[CatalogEntry],
     records: PMap[RouteRecord],
-    extra: RouteRecord | None,
+    extras: tuple[RouteRecord, ...],
     config: CatalogConfig,
 ) -> RenderedCatalog:
-    """``render_catalog(entries.values(), [*records.values(), extra], config)``, at the cost of what
+    """``render_catalog(entries.values(), [*records.values(), *extras], config)``, at the cost of what
     changed since the last call."""
     try:
         warm = _WARM.pop()
@@ -437,7 +437,7 @@ def render_incremental(
         warm = IncrementalCatalog(config)
     if warm.config is not config:
         warm = IncrementalCatalog(config)
-    warm.update(entries, records, extra)
+    warm.update(entries, records, extras)
     rendered = warm.parts.render()
     if not _WARM:  # after an exception the half-updated one is dropped, never put back
         _WARM.append(warm)
