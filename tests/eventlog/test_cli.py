@@ -40,6 +40,11 @@ def test_the_example_replays_identically(example_log: Path, capsys: pytest.Captu
     code, out, _ = _cli(capsys, "replay", str(example_log), "--verify")
     assert code == 0, f"{out}\n{STALE} (if the fold's behaviour changed on purpose)"
     assert out.startswith(f"verified {example_log}: 111 events (seq 1..130), 39 commands and 2 snapshots")
+    # The README shows this very line (run from the repository's root).
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert out.replace(str(example_log), "examples/event-log.jsonl").strip() in readme, (
+        "README's replay is stale"
+    )
 
 
 def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
