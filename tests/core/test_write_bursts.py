@@ -14,14 +14,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.render import render
 from catalog_core import damping as churn
 from catalog_core.config import CatalogConfig
 from catalog_core.damping import Windows
 from catalog_core.keys import litellm_key
-from catalog_core.plan import rendered_catalog
-from tests.core import builders as b
-from tests.core.test_write_damping import Driver, _ready, _rid, _started, _writes
+from tests.core.test_write_damping import Driver, _ready, _rid, _started, _writes, check_flaps
 
 
 def _writes_of(d: Driver, rid: str) -> int:
@@ -145,31 +142,7 @@ def _bursts(draw: Any) -> tuple[int, list[tuple[float, int, bool]], dict[str, st
 @settings(max_examples=150, deadline=None)
 @given(_bursts())
 def test_any_bursts_end_where_render_does_with_few_writes(case):
-    models, steps, env = case
-    names = [f"m{i}" for i in range(models)]
-    c, d = _started(names, **env)
-    windows = Windows.of(c.config)
-    rid = {n: _rid(c, n) for n in names}
-    ready = dict.fromkeys(names, True)
-    changes = dict.fromkeys(names, 0)
-    start = now = c.state.now + 1.0
-    for gap, i, value in steps:
-        now += gap
-        name = names[i]
-        if ready[name] != value:
-            changes[name] += 1
-        ready[name] = value
-        d.send(now, _ready(c, name, value))
-    end = now + windows.cap
-    d.until(end)
-    final = [b.kubeai_model(n, ready=1 if ready[n] else 0) for n in names]
-    rendered = render(final, c.config)
-    want_rows = {row["model_info"]["id"]: row["model_name"] for row in rendered.output["litellm"]}
-    assert {k: v["model_name"] for k, v in c.world.rows.items()} == want_rows
-    assert c.world.catalog is not None and c.world.catalog["data"] == dict(rendered_catalog(c.state).data)
-    for name in names:
-        assert _writes_of(d, rid[name]) <= changes[name]
-        assert _writes_of(d, rid[name]) <= (end - start) / windows.settle + 1
+    check_flaps(*case)
 
 
 def test_a_burst_holds_for_a_settle_window_after_it_was_last_seen():
