@@ -490,15 +490,9 @@ def structure_event(value: Any, path: str = "$.event") -> ev.Event:
     # the rest, and anything the fast path does not accept, take the converter's way, which gives the
     # readable reason for a bad one. (Issue 7: the union's hook is looked up once, not per record.)
     if type(value) is dict:
-        tag = value.get(TAG)
-        decode = _FAST_EVENTS.get(tag) if type(tag) is str else None
-        if decode is not None:
-            try:
-                fast: ev.Event | None = decode(value)
-            except Exception:
-                fast = None
-            if fast is not None:
-                return fast
+        fast = decode_event_fast(value)
+        if fast is not None:
+            return fast
     try:
         event: ev.Event = _EVENT_HOOK(value, ev.Event)
     except Exception:
@@ -600,10 +594,16 @@ _FAST_EVENTS: Final[Mapping[str, Callable[[dict[str, Any]], Any]]] = {
 
 
 def decode_event_fast(value: dict[str, Any]) -> ev.Event | None:
-    """The fast decoder alone (for its tests): the event, or None where the converter must decide."""
+    """The fast decoder alone: the event, or None where the converter must decide (also when a field's
+    hook refuses the value: the converter then says why, with the path)."""
     tag = value.get(TAG)
     decode = _FAST_EVENTS.get(tag) if type(tag) is str else None
-    event: ev.Event | None = decode(value) if decode is not None else None
+    if decode is None:
+        return None
+    try:
+        event: ev.Event | None = decode(value)
+    except Exception:
+        return None
     return event
 
 

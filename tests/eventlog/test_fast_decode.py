@@ -104,3 +104,13 @@ def test_numbers_and_enums_keep_the_converters_exact_types() -> None:
     assert wire.decode_event_fast({"t": "ticked", "now": 1.0, "extra": 1}) is None
     upserted = wire.decode_event_fast({"t": "object-upserted", "source": "kubeai-models", "object": {"a": 1}})
     assert upserted == ev.ObjectUpserted(ev.SourceKind.KUBEAI_MODELS, {"a": 1})
+
+
+def test_a_field_the_fast_decoder_hands_to_a_hook_that_refuses_it_is_declined_not_raised() -> None:
+    # Found by the randomized profile: a None among a SourceListed's scope names raised TypeError out of
+    # decode_event_fast (structure_event caught it; the decoder alone did not): it declines instead.
+    value = wire.unstructure_event(ev.SourceListed(ev.SourceKind("kubeai-models"), (), None))
+    value["scope"] = [None]
+    assert wire.decode_event_fast(value) is None
+    assert isinstance(by_converter(value), Exception)
+    check(value)
