@@ -124,7 +124,7 @@ class Replayer:
             self.config = self.header.catalog_config()
         except wire.LogFormatError as exc:
             raise LogReadError(self.log.path, 1, str(exc)) from None
-        self.schema_matches = self.header.state_schema == wire.STATE_SCHEMA
+        self.schema_matches = wire.snapshots_readable(self.header.state_schema)
         try:
             waits_for = self.header.waits_for()
         except wire.LogFormatError as exc:

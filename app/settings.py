@@ -272,6 +272,12 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
         "the burst window (0.1)",
     ),
     (
+        "--litellm-burst-probe-seconds",
+        "CATALOG_LITELLM_BURST_PROBE_SECONDS",
+        "a still row's change waits this long for other rows to change too, which would make it "
+        "part of a burst (0.01; 0: written at once)",
+    ),
+    (
         "--rollout-settle-seconds",
         "CATALOG_ROLLOUT_SETTLE_SECONDS",
         "roll consumers and patch AgentTemplates only onto a catalog stable this long, once per window (5)",

@@ -55,11 +55,12 @@ NOTES = (
     "P4 runs on the real LiteLLM (issue 14), with one consumer Deployment and one AgentTemplate; its "
     "LiteLLM writes are counted per row from the controller's event log (every command outcome is a "
     "request made). Every model's first patch lands on a row that has been still for longer than the "
-    "settle window, so it is written at once (the P1 latency a still row keeps): a model that ends "
-    "where it began is written twice (out, then back once it settles) unless its first two patches "
-    "reach one tick together, one that ends changed once. No causal rule can tell a first flap from "
-    "a lasting change when it arrives, so with the first change kept fast the standard run costs up "
-    "to 50 x 2 + 50 = 150 writes, and 0 writes on unchanged models is out of reach.",
+    "settle window; it is held for the burst probe (10 ms), and as the 100 models' patches reach the "
+    "controller a few ms apart, the next one makes a burst: every row then waits until it has been "
+    "still for the settle window, so a model that ends where it began costs no write and one that ends "
+    "changed costs one. Without the probe (CATALOG_LITELLM_BURST_PROBE_SECONDS=0) the burst rule sees "
+    "the burst only at its third moment, and the rows of the first two are written out and back (52 "
+    "writes, 2 on unchanged models, in the run of 8ede4c7).",
     "P1 at 50 changes/s (stress) changes each of the 100 models every 2 s, which is the LiteLLM settle "
     "window: a row written less than 2 s before waits for it (issue 14), so its tail is the window.",
 )

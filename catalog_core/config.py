@@ -59,6 +59,9 @@ class CatalogConfig:
     # models flapping at once) a row that was still waits to settle too (0: no burst rule).
     litellm_burst_rows: int = 3
     litellm_burst_window_seconds: float = 0.1
+    # A still row's change is held this long first; another row changing meanwhile is a burst too, so
+    # the burst's first rows wait with the rest (0: written at once; P1 allows 20 ms at the median).
+    litellm_burst_probe_seconds: float = 0.01
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
@@ -119,6 +122,9 @@ class CatalogConfig:
             "litellm_burst_window_seconds": reader.seconds(
                 "CATALOG_LITELLM_BURST_WINDOW_SECONDS", d.litellm_burst_window_seconds
             ),
+            "litellm_burst_probe_seconds": reader.seconds(
+                "CATALOG_LITELLM_BURST_PROBE_SECONDS", d.litellm_burst_probe_seconds, limit=1.0
+            ),
         }
         if values["litellm_settle_cap_seconds"] < values["litellm_settle_seconds"]:
             reader.fail_once(
@@ -156,6 +162,7 @@ class CatalogConfig:
             "CATALOG_ROLLOUT_SETTLE_SECONDS": f"{self.rollout_settle_seconds:g}",
             "CATALOG_LITELLM_BURST_ROWS": str(self.litellm_burst_rows),
             "CATALOG_LITELLM_BURST_WINDOW_SECONDS": f"{self.litellm_burst_window_seconds:g}",
+            "CATALOG_LITELLM_BURST_PROBE_SECONDS": f"{self.litellm_burst_probe_seconds:g}",
         }
 
 

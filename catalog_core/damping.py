@@ -6,8 +6,11 @@ its desired value has been still for the settle window, or until the cap has pas
 was first deferred, so a key that never settles is still written at that rate. During a *burst* (the
 desired values of rows changed at ``burst_rows`` distinct moments within ``burst_window``: many models
 flapping at once, as when a node or an operator restarts) a still row is treated as damped too: a
-model that flaps and returns within the burst is never written, one that ends changed once. An
-isolated change, or many found in one tick (a relist, the first sync), is still written at once.
+model that flaps and returns within the burst is never written, one that ends changed once. So that
+the first rows of a burst are not written before it is seen, a still row's change is *probed* first:
+held for ``burst_probe`` (a few ms, well inside P1's budget), and if another row changes at another
+moment within that time, the burst has begun and the row waits to settle with the rest. An isolated
+change, or many found in one tick (a relist, the first sync), goes out once the probe has passed.
 Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
 catalog that has been stable for its own settle window, at most once per window each.
@@ -32,12 +35,15 @@ class KeyChurn:
     desired: str  # a token of the desired value ("" when nothing is wanted)
     changed_at: float
     written: str = HELD  # id of the last write emitted for the key
-    written_at: float = float("-inf")
+    written_at: float | None = None  # None: never written (a snapshot holds no infinities)
     deferred_since: float | None = None  # a write is waiting for the key to settle
     # The first deferral since the last write: the cap runs from it, through cancellations, so a key
     # that flaps for ever is still written at the cap's rate.
     unsettled_since: float | None = None
     burst: bool = False  # its first change arrived in a burst, so it waits although it was still
+    # Its first change since it was still is held for the burst probe: written when the probe passes
+    # with no other row changing, else it waits to settle as part of the burst.
+    probing: bool = False
 
 
 @attrs.frozen
@@ -73,6 +79,7 @@ class Windows:
     rollout: float
     burst_rows: int = 0  # 0: no burst rule
     burst_window: float = 0.0
+    burst_probe: float = 0.0  # 0: a still row's first change is written at once
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
@@ -82,6 +89,7 @@ class Windows:
             config.rollout_settle_seconds,
             config.litellm_burst_rows,
             config.litellm_burst_window_seconds,
+            config.litellm_burst_probe_seconds if config.litellm_burst_rows >= 2 else 0.0,
         )
 
 
@@ -102,17 +110,30 @@ def plan_write(
             entry = KeyChurn(desired, now, deferred_since=now, unsettled_since=now, burst=True)
             damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
             return _with(damping, key, entry, w, deferred=1), False
+        if w.burst_probe > 0:
+            # Held for the probe: another row changing meanwhile makes this the start of a burst.
+            entry = KeyChurn(desired, now, deferred_since=now, unsettled_since=now, probing=True)
+            return _with(damping, key, entry, w), False
         # A still key: its first change goes out at once; it stays damped for a settle window.
         entry = KeyChurn(desired, now)
         return attrs.evolve(damping, keys=damping.keys.set(key, entry)), True
     still = _still(entry, now, w)
     if desired != entry.desired:
-        entry = attrs.evolve(entry, desired=desired, changed_at=now)
+        # A probed key that changes again flaps: it waits to settle like any other.
+        entry = attrs.evolve(entry, desired=desired, changed_at=now, probing=False)
         damping = _arrived(damping, now, w)
     if write == HELD:
         cancelled = entry.deferred_since is not None
-        entry = attrs.evolve(entry, deferred_since=None)
+        entry = attrs.evolve(entry, deferred_since=None, probing=False)
         return _with(damping, key, entry, w, cancelled=int(cancelled)), False
+    if entry.probing:
+        if now < write_due(entry, w):
+            return _with(damping, key, entry, w), False
+        if not in_burst(damping, now):
+            return _with(damping, key, entry, w), True  # the probe passed: an isolated change
+        entry = attrs.evolve(entry, probing=False, burst=True)
+        damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
+        return _with(damping, key, entry, w, deferred=1), False
     if write == entry.written:
         # Already emitted: in flight, applied, or backing off; the planner's bookkeeping decides.
         return _with(damping, key, entry, w), True
@@ -131,8 +152,10 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
     seen when rows changed at ``burst_rows`` distinct moments within the burst window."""
     if w.burst_rows < 2 or (damping.arrivals and damping.arrivals[-1] == now):
         return damping
+    # Another row changed within the probe of the last one (whose write the probe still holds).
+    paired = bool(damping.arrivals) and now - damping.arrivals[-1] <= w.burst_probe
     arrivals = (*damping.arrivals, now)[-w.burst_rows :]
-    seen = len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
+    seen = paired or (len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window)
     until = now + w.settle if seen else damping.burst_until
     return attrs.evolve(damping, arrivals=arrivals, burst_until=until)
 
@@ -143,7 +166,9 @@ def in_burst(damping: Damping, now: float) -> bool:
 
 
 def _still(entry: KeyChurn, now: float, w: Windows) -> bool:
-    return now - entry.changed_at >= w.settle and now - entry.written_at >= w.settle
+    return now - entry.changed_at >= w.settle and (
+        entry.written_at is None or now - entry.written_at >= w.settle
+    )
 
 
 def written(damping: Damping, key: str, write: str, now: float) -> Damping:
@@ -152,7 +177,13 @@ def written(damping: Damping, key: str, write: str, now: float) -> Damping:
     if entry is None:
         return damping
     entry = attrs.evolve(
-        entry, written=write, written_at=now, deferred_since=None, unsettled_since=None, burst=False
+        entry,
+        written=write,
+        written_at=now,
+        deferred_since=None,
+        unsettled_since=None,
+        burst=False,
+        probing=False,
     )
     waiting = damping.waiting.delete(key) if key in damping.waiting else damping.waiting
     return attrs.evolve(damping, keys=damping.keys.set(key, entry), waiting=waiting)
@@ -160,9 +191,12 @@ def written(damping: Damping, key: str, write: str, now: float) -> Damping:
 
 def write_due(entry: KeyChurn, w: Windows) -> float:
     """When a deferred write may go: still for the settle window, or the cap reached; and a settle
-    window after the key's last write."""
+    window after the key's last write. A probed key's write may go when its probe has passed."""
     assert entry.unsettled_since is not None
-    return max(entry.written_at + w.settle, min(entry.changed_at + w.settle, entry.unsettled_since + w.cap))
+    if entry.probing:
+        return entry.changed_at + w.burst_probe
+    due = min(entry.changed_at + w.settle, entry.unsettled_since + w.cap)
+    return due if entry.written_at is None else max(entry.written_at + w.settle, due)
 
 
 SWEEP_EVERY = 60.0  # seconds between two sweeps of the keys that are still
@@ -212,7 +246,12 @@ def churning(damping: Damping) -> bool:
 def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
     """Why a write waits, in words (``explain``, the route's record)."""
     due = write_due(entry, w)
-    if entry.unsettled_since is not None and due == entry.unsettled_since + w.cap:
+    if entry.probing:
+        why = (
+            f"it changed after being still; held {w.burst_probe * 1000:g} ms to tell an isolated change "
+            "from the start of a burst"
+        )
+    elif entry.unsettled_since is not None and due == entry.unsettled_since + w.cap:
         why = f"it keeps changing; written at the {w.cap:g} s cap"
     elif entry.burst:
         why = (
@@ -224,7 +263,12 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
             f"it changed again within {w.settle:g} s of its last change or write; "
             f"written once still for {w.settle:g} s"
         )
-    return f"write deferred: {why} (due in {max(0.0, due - now):.1f} s)"
+    left = max(0.0, due - now)
+    return (
+        f"write deferred: {why} (due in {left:.1f} s)"
+        if left >= 1
+        else (f"write deferred: {why} (due in {left * 1000:.0f} ms)")
+    )
 
 
 # --- rollouts and AgentTemplate patches

@@ -615,6 +615,11 @@ def structure_commands(value: Any, path: str = "$.commands") -> Commands:
 
 
 def structure_state(value: Any, path: str = "$.state") -> CatalogState:
+    if isinstance(value, dict) and isinstance(value.get("config"), dict):
+        # a snapshot written before a setting existed decided as its default of that day did
+        missing = {k: v for k, v in _CONFIG_FIELDS_BEFORE_THEY_EXISTED.items() if k not in value["config"]}
+        if missing:
+            value = {**value, "config": {**value["config"], **missing}}
     state: CatalogState = _structure(value, CatalogState, path)
     return state
 
@@ -658,7 +663,24 @@ class Header:
 
 
 # Settings added after format version 1, with the value that decides as the code did before them.
-ABSENT_BEFORE_IT_EXISTED: Final[Mapping[str, str]] = {"CATALOG_LITELLM_BURST_ROWS": "0"}
+ABSENT_BEFORE_IT_EXISTED: Final[Mapping[str, str]] = {
+    "CATALOG_LITELLM_BURST_ROWS": "0",
+    "CATALOG_LITELLM_BURST_PROBE_SECONDS": "0",
+}
+
+
+def _config_fields_before_they_existed() -> dict[str, Any]:
+    """``ABSENT_BEFORE_IT_EXISTED`` as ``CatalogConfig`` field values (for snapshots, which store fields)."""
+    today, older = CatalogConfig(), CatalogConfig.from_env(ABSENT_BEFORE_IT_EXISTED)
+    assert isinstance(older, CatalogConfig), older
+    return {
+        f.name: getattr(older, f.name)
+        for f in attrs.fields(CatalogConfig)
+        if getattr(older, f.name) != getattr(today, f.name)
+    }
+
+
+_CONFIG_FIELDS_BEFORE_THEY_EXISTED: Final = _config_fields_before_they_existed()
 
 
 @attrs.frozen
@@ -976,6 +998,18 @@ def state_schema() -> str:
 
 
 STATE_SCHEMA: Final = state_schema()
+
+# Older state shapes whose snapshots this version reads as they are: each differs from the next only by
+# fields added with a default that decides as the code of its day did (a snapshot migration by default).
+READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
+    # KeyChurn.written_at was a float, -inf (written as null) when never written; it is None then now.
+    "f24a6dd9e6fa81af": "before KeyChurn.probing (issue 14's burst probe; absent: False)",
+}
+
+
+def snapshots_readable(state_schema_of_log: str) -> bool:
+    """Whether snapshots written with ``state_schema_of_log`` are read by this version."""
+    return state_schema_of_log == STATE_SCHEMA or state_schema_of_log in READABLE_OLDER_STATE_SCHEMAS
 
 
 def timestamp(seconds: float) -> str:

@@ -87,8 +87,8 @@ def _find(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return copy.deepcopy(next(o for o in objects if raw.name_of(o) == name))
 
 
-def generate(out: Path) -> Recorder:
-    config = CatalogConfig()
+def generate(out: Path, config: CatalogConfig | None = None) -> Recorder:
+    config = config if config is not None else CatalogConfig()
     settings = RecorderSettings(out, max_bytes=64 * 1024 * 1024, max_files=1, snapshot_every=40, ring_size=0)
     shell = SimulatedShell(config, now=START)
     world = shell.world

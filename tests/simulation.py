@@ -124,11 +124,16 @@ class SimulatedShell:
                 self.feed(event)
 
     def settle(self, *, rounds: int = 60, seconds_per_round: float = 1.0) -> int:
-        """Tick and carry out the commands until a tick emits nothing; returns the rounds taken."""
+        """Tick and carry out the commands until a tick emits nothing and no LiteLLM write waits (a probed
+        or damped one: the clock jumps to when it is due); returns the rounds taken."""
         for n in range(rounds):
             commands = self.tick()
             if not commands:
-                return n
+                due = min(self.state.damping.waiting.values(), default=None)
+                if due is None or due <= self.now:
+                    return n
+                self.now = due
+                continue
             self.execute(commands)
             self.now += seconds_per_round
         raise RuntimeError(f"no fixed point after {rounds} rounds")

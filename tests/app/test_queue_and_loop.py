@@ -166,12 +166,13 @@ async def _start_loop(loop: CatalogLoop, world: SimulatedWorld, objects: list[di
 
 
 async def _settle(loop: CatalogLoop, seconds: float = 3.0) -> None:
+    """Until nothing is queued, the loop is idle and no LiteLLM write waits (probed or damped)."""
     with anyio.move_on_after(seconds):
         while True:
             await anyio.sleep(0.02)
-            if not loop.queue.depth and loop.busy_since is None:
+            if not loop.queue.depth and loop.busy_since is None and not loop.state.damping.waiting:
                 await anyio.sleep(0.05)
-                if not loop.queue.depth:
+                if not loop.queue.depth and not loop.state.damping.waiting:
                     return
 
 

@@ -107,7 +107,8 @@ def test_writes_backing_off_from_a_litellm_outage_are_due_when_litellm_answers_a
     state = c.state
     for event in c.upserts(b.kubeai_model("qwen")):
         state = step(state, event).state
-    result = step(state, Ticked(c.now))
+    probed = step(state, Ticked(c.now)).state  # a still row's change waits out the burst probe
+    result = step(probed, Ticked(c.now + c.config.litellm_burst_probe_seconds))
     create = next(x for x in result.commands if isinstance(x, CreateLiteLLMModel))
     state = step(
         result.state, CommandCompleted(create.key, create.id, Outcome.RETRY, retry_after=120.0)

@@ -1,9 +1,10 @@
 """Bursts (issue 14): when many rows change at once, a row that was still waits to settle too.
 
-A still row's first change goes out at once (P1) unless rows have changed at ``burst_rows`` distinct
-moments within the burst window: then the cluster is in flux (a node or an operator restarting, many
-models flapping), and the row is written once it has been still for the settle window, so a model that
-flaps and comes back costs no write and one that ends changed costs one.
+A still row's first change goes out after the burst probe (10 ms: P1) unless another row changes at
+another moment within the probe, or rows have changed at ``burst_rows`` distinct moments within the burst
+window: then the cluster is in flux (a node or an operator restarting, many models flapping), and the
+row is written once it has been still for the settle window, so a model that flaps and comes back costs
+no write and one that ends changed costs one.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ def _writes_of(d: Driver, rid: str) -> int:
     return sum(1 for w in _writes(d.commands) if w.model_id == rid)
 
 
-def test_a_burst_of_flaps_writes_each_changed_model_once_and_the_others_never():
-    # P4 in small: 40 models, 10 flaps each at ~200 changes a second in a shuffled order; half end changed.
+def _p4_in_small(**env: str) -> tuple[Any, Any, dict[str, str], list[str], list[str]]:
+    """P4 in small: 40 models, 10 flaps each at ~200 changes a second in a shuffled order; half end
+    changed. Returns the cluster, the driver, the row ids, and the changed and unchanged models."""
     names = [f"m{i:02d}" for i in range(40)]
-    c, d = _started(names)
+    c, d = _started(names, **env)
     rid = {n: _rid(c, n) for n in names}
     rng = random.Random(7)
     flips = {n: 10 + (i % 2) for i, n in enumerate(names)}  # odd index: an odd number of flips, ends changed
@@ -43,40 +45,82 @@ def test_a_burst_of_flaps_writes_each_changed_model_once_and_the_others_never():
     changed = [n for n in names if not ready[n]]
     unchanged = [n for n in names if ready[n]]
     assert len(changed) == 20
+    assert {row["model_name"] for row in c.world.rows.values()} == set(unchanged)
+    return c, d, rid, changed, unchanged
+
+
+def test_a_burst_of_flaps_writes_each_changed_model_once_and_the_others_never():
+    c, d, rid, changed, unchanged = _p4_in_small()
+    assert sum(_writes_of(d, rid[n]) for n in unchanged) == 0
+    assert all(_writes_of(d, rid[n]) == 1 for n in changed)
+    assert c.state.damping.burst_deferred_total == len(rid)  # every first change was held by the burst
+
+
+def test_without_the_probe_the_first_rows_of_a_burst_go_out_before_it_is_seen():
+    # CATALOG_LITELLM_BURST_PROBE_SECONDS=0: only the burst rule tells a burst, after burst_rows moments.
+    c, d, rid, changed, unchanged = _p4_in_small(CATALOG_LITELLM_BURST_PROBE_SECONDS="0")
     rows = churn.Windows.of(c.config).burst_rows
-    # Before the burst is seen, at most burst_rows - 1 first changes went out at once.
     assert sum(_writes_of(d, rid[n]) for n in unchanged) <= 2 * (rows - 1)
     assert sum(_writes_of(d, rid[n]) for n in changed) <= len(changed) + (rows - 1)
-    assert all(_writes_of(d, rid[n]) == 1 for n in changed[rows:])  # long after the burst began: once
-    assert {row["model_name"] for row in c.world.rows.values()} == set(unchanged)
-    assert c.state.damping.burst_deferred_total >= len(names) - (rows - 1)
+    assert c.state.damping.burst_deferred_total >= len(rid) - (rows - 1)
 
 
-def test_isolated_changes_ten_a_second_still_go_out_at_once():
-    # P1's shape: a different model every 100 ms is not a burst.
+def test_isolated_changes_ten_a_second_go_out_once_the_probe_passes():
+    # P1's shape: a different model every 100 ms is not a burst; each waits the probe and no more.
     names = [f"m{i:02d}" for i in range(30)]
     c, d = _started(names)
+    probe = Windows.of(c.config).burst_probe
     t = c.state.now + 1.0
     for k, name in enumerate(names):
         d.send(t + 0.1 * k, _ready(c, name, False))
-        assert len(_writes(d.commands)) == k + 1, f"change {k} was held back"
+        assert len(_writes(d.commands)) == k, f"change {k} was not held for the probe"
+        d.until(t + 0.1 * k + probe)
+        assert len(_writes(d.commands)) == k + 1, f"change {k} was held back after the probe"
     assert c.state.damping.deferred_total == 0
+    assert c.state.damping.burst_deferred_total == 0
 
 
-def test_many_changes_found_in_one_tick_go_out_at_once():
+def test_many_changes_found_in_one_tick_go_out_once_the_probe_passes():
     # A relist (or the first sync) brings many changes at one moment: they are one arrival, not a burst.
     names = [f"m{i:02d}" for i in range(12)]
     c, d = _started(names)
     t = c.state.now + 1.0
     events = [e for n in names for e in _ready(c, n, False)]
     d.send(t, events)
+    d.until(t + Windows.of(c.config).burst_probe)
     assert len(_writes(d.commands)) == len(names)
     assert c.state.damping.deferred_total == 0
 
 
+def test_a_flap_that_returns_within_the_probe_costs_no_write():
+    c, d = _started(["llama"])
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "llama", False))
+    d.send(t + 0.004, _ready(c, "llama", True))  # back to what LiteLLM holds before the probe passed
+    d.until(t + 30.0)
+    assert _writes(d.commands) == []
+    assert c.state.damping.cancelled_total == 1
+
+
+def test_two_rows_changing_within_the_probe_are_a_burst_from_the_first():
+    c, d = _started(["a", "b", "c"])
+    settle = Windows.of(c.config).settle
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "a", False))
+    d.send(t + 0.005, _ready(c, "b", False))  # another moment within a's probe
+    d.until(t + settle - 0.001)
+    assert _writes(d.commands) == []  # neither went out: both wait to settle with the burst
+    entry = c.state.damping.keys[litellm_key(_rid(c, "a"))]
+    assert entry.burst and not entry.probing
+    d.until(t + 0.005 + settle)
+    assert len(_writes(d.commands)) == 2
+    assert c.state.damping.burst_deferred_total == 2
+
+
 def test_a_row_held_back_by_a_burst_says_why_and_goes_once_still():
+    # Without the probe, the burst rule alone: rows changing at 3 moments within 0.1 s.
     names = ["a", "b", "c", "d"]
-    c, d = _started(names)
+    c, d = _started(names, CATALOG_LITELLM_BURST_PROBE_SECONDS="0")
     t = c.state.now + 1.0
     for k, name in enumerate(names):
         d.send(t + 0.01 * k, _ready(c, name, False))
@@ -93,6 +137,18 @@ def test_a_row_held_back_by_a_burst_says_why_and_goes_once_still():
     d.until(t + 0.03 + windows.settle)
     assert len(_writes(d.commands)) == 4
     assert not c.world.rows
+
+
+def test_a_probed_row_says_why_it_waits():
+    c, d = _started(["llama"])
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "llama", False))
+    entry = c.state.damping.keys[litellm_key(_rid(c, "llama"))]
+    assert entry.probing
+    assert churn.deferral_reason(entry, c.state.now, Windows.of(c.config)) == (
+        "write deferred: it changed after being still; held 10 ms to tell an isolated change from the "
+        "start of a burst (due in 10 ms)"
+    )
 
 
 def test_burst_rows_zero_turns_the_burst_rule_off():
@@ -113,11 +169,19 @@ def test_burst_settings_are_read_checked_and_recorded():
     assert CatalogConfig.from_env(cfg.as_env()) == cfg
     defaults = CatalogConfig()
     assert (defaults.litellm_burst_rows, defaults.litellm_burst_window_seconds) == (3, 0.1)
+    assert defaults.litellm_burst_probe_seconds == 0.01
+    probe = CatalogConfig.from_env({"CATALOG_LITELLM_BURST_PROBE_SECONDS": "0.02"})
+    assert isinstance(probe, CatalogConfig) and probe.litellm_burst_probe_seconds == 0.02
+    assert CatalogConfig.from_env(probe.as_env()) == probe
+    off = CatalogConfig.from_env({"CATALOG_LITELLM_BURST_ROWS": "0"})
+    assert isinstance(off, CatalogConfig) and Windows.of(off).burst_probe == 0.0  # no burst rule, no probe
     for env in (
         {"CATALOG_LITELLM_BURST_ROWS": "1"},
         {"CATALOG_LITELLM_BURST_ROWS": "-2"},
         {"CATALOG_LITELLM_BURST_ROWS": "many"},
         {"CATALOG_LITELLM_BURST_WINDOW_SECONDS": "-0.1"},
+        {"CATALOG_LITELLM_BURST_PROBE_SECONDS": "1.5"},
+        {"CATALOG_LITELLM_BURST_PROBE_SECONDS": "-0.01"},
     ):
         assert not isinstance(CatalogConfig.from_env(env), CatalogConfig), env
 
@@ -131,6 +195,7 @@ def _bursts(draw: Any) -> tuple[int, list[tuple[float, int, bool]], dict[str, st
         "CATALOG_LITELLM_SETTLE_CAP_SECONDS": str(settle * draw(st.sampled_from([1.0, 2.5, 5.0]))),
         "CATALOG_LITELLM_BURST_ROWS": str(draw(st.sampled_from([0, 2, 3, 5]))),
         "CATALOG_LITELLM_BURST_WINDOW_SECONDS": str(draw(st.sampled_from([0.05, 0.1, 1.0]))),
+        "CATALOG_LITELLM_BURST_PROBE_SECONDS": str(draw(st.sampled_from([0, 0.01, 0.05]))),
     }
     gaps = st.one_of(st.floats(0.0, 0.05), st.floats(0.0, 3.0))
     steps = draw(
@@ -150,16 +215,17 @@ def test_a_burst_holds_for_a_settle_window_after_it_was_last_seen():
     c, d = _started(names)
     settle = Windows.of(c.config).settle
     t = c.state.now + 1.0
-    for k, name in enumerate(names[:3]):  # three moments within 20 ms: a burst
-        d.send(t + 0.01 * k, _ready(c, name, False))
-    assert len(_writes(d.commands)) == 2
+    for k, name in enumerate(names[:3]):  # three moments within 10 ms: a burst from the first
+        d.send(t + 0.005 * k, _ready(c, name, False))
+    assert len(_writes(d.commands)) == 0
     # A loaded loop sees the rest of the burst as slower moments: they still wait.
     d.send(t + 0.5, _ready(c, names[3], False))
     d.send(t + 1.0, _ready(c, names[4], False))
     assert c.state.damping.keys[litellm_key(_rid(c, names[4]))].burst
-    d.until(t + 0.02 + settle + 5.0)
+    d.until(t + 0.01 + settle + 5.0)
     assert len(_writes(d.commands)) == 5
-    # Calm for longer than a settle window: an isolated change goes out at once again.
+    # Calm for longer than a settle window: an isolated change goes out after the probe again.
     before = len(_writes(d.commands))
-    d.send(t + 0.02 + settle + 5.0, _ready(c, names[5], False))
+    d.send(t + 0.01 + settle + 5.0, _ready(c, names[5], False))
+    d.until(t + 0.01 + settle + 5.0 + Windows.of(c.config).burst_probe)
     assert len(_writes(d.commands)) == before + 1

@@ -96,11 +96,16 @@ def _rid(c: Cluster, name: str) -> str:
     return next(rid for rid, row in c.world.rows.items() if row["model_name"] == name)
 
 
-def test_the_first_change_of_a_still_key_goes_out_at_once():
+def test_the_first_change_of_a_still_key_goes_out_once_the_burst_probe_passes():
     c, d = _started(["llama"])
     rid = _rid(c, "llama")
+    probe = Windows.of(c.config).burst_probe
+    assert probe == 0.01
     t = c.state.now + 1.0
     d.send(t, _ready(c, "llama", False))
+    assert _writes(d.commands) == []  # held for the probe: other rows changing now would be a burst
+    assert next_deadline(c.state) == t + probe
+    d.until(t + probe)
     assert [type(x) for x in _writes(d.commands)] == [DeleteLiteLLMModel]
     assert rid not in c.world.rows
     assert c.state.damping.deferred_total == 0
@@ -109,7 +114,7 @@ def test_the_first_change_of_a_still_key_goes_out_at_once():
 def test_a_flap_back_to_what_litellm_holds_cancels_the_deferred_write():
     c, d = _started(["llama"])
     t = c.state.now + 1.0
-    d.send(t, _ready(c, "llama", False))  # written at once
+    d.send(t, _ready(c, "llama", False))  # written once the probe passed
     d.send(t + 0.3, _ready(c, "llama", True))  # soon after: deferred
     assert len(_writes(d.commands)) == 1
     assert c.state.damping.deferred_total == 1
@@ -174,7 +179,8 @@ def test_a_catalog_that_goes_a_b_a_within_the_window_rolls_nothing():
     d = Driver(c)
     d.until(c.now + 100.0)
     t = c.state.now + 1.0
-    d.send(t, _ready(c, "qwen", False))  # catalog B written at once
+    d.send(t, _ready(c, "qwen", False))
+    d.until(t + c.config.litellm_burst_probe_seconds)  # catalog B written once the probe passed
     assert any(isinstance(x, WriteCatalog) for x in d.commands)
     d.until(t + 3.0)  # the key settled: the write back to A goes (2 s), within the rollout window
     d.send(t + 3.0, _ready(c, "qwen", True))

@@ -39,7 +39,7 @@ STALE = "examples/event-log.jsonl is stale: regenerate it with .venv/bin/python 
 def test_the_example_replays_identically(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, "replay", str(example_log), "--verify")
     assert code == 0, f"{out}\n{STALE} (if the fold's behaviour changed on purpose)"
-    assert out.startswith(f"verified {example_log}: 111 events (seq 1..130), 39 commands and 2 snapshots")
+    assert out.startswith(f"verified {example_log}: 115 events (seq 1..136), 39 commands and 2 snapshots")
     # The README shows this very line (run from the repository's root).
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert out.replace(str(example_log), "examples/event-log.jsonl").strip() in readme, (
@@ -52,10 +52,10 @@ def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.Ca
     assert code == 0
     lines = out.splitlines()
     assert len(lines) == 39
-    assert "56 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
+    assert "59 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
     assert "kubernetes-event Warning on ConfigMap ai/ai-external-models: InvalidJSON" in out
-    assert any(line.startswith("109 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
-    assert "replayed 111 events (seq 1..130): 39 commands" in err
+    assert any(line.startswith("115 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
+    assert "replayed 115 events (seq 1..136): 39 commands" in err
 
 
 def test_replay_json_is_byte_for_byte_what_was_recorded(
@@ -105,7 +105,7 @@ def test_explain_tells_the_story_of_a_withdrawn_runtime(
     assert published < failed < deleted
     assert sum("probe of phi-4-mini-freetoken: unhealthy (HTTP 503" in line for line in story[:failed]) == 2
     assert "catalog entry removed" in out
-    assert "final state (after seq 130): not published" in out
+    assert "final state (after seq 136): not published" in out
     assert "why: HealthCheckFailed: its runtime failed two health probes in a row" in out
 
 
@@ -187,14 +187,14 @@ def test_an_older_version_with_a_migration_is_replayed(
     ("damage", "message"),
     [
         (lambda lines: lines.__setitem__(40, lines[40][:55] + b"\n"), r":41: not JSON \("),
-        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":131: not JSON .* the record is cut short"),
+        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":137: not JSON .* the record is cut short"),
         (
-            lambda lines: lines.__setitem__(30, lines[30].replace(b'"k":"event"', b'"k":"evnt"')),
-            r":31: unknown record kind 'evnt'",
+            lambda lines: lines.__setitem__(31, lines[31].replace(b'"k":"event"', b'"k":"evnt"')),
+            r":32: unknown record kind 'evnt'",
         ),
         (
-            lambda lines: lines.__setitem__(31, lines[31].replace(b'"t":"command-completed"', b'"t":"done"')),
-            r":32: event record: unknown type tag 'done'",
+            lambda lines: lines.__setitem__(30, lines[30].replace(b'"t":"command-completed"', b'"t":"done"')),
+            r":31: event record: unknown type tag 'done'",
         ),
         (
             lambda lines: lines.__setitem__(19, lines[19].replace(b'"now":', b'"now":"soon","was":')),
@@ -288,16 +288,54 @@ def test_the_installed_command_runs(example_log: Path) -> None:
     assert "replay identically" in done.stdout
 
 
-def test_the_example_log_is_what_its_generator_writes(example_log: Path, tmp_path: Path) -> None:
+def _generator(example_log: Path) -> Any:
     spec = importlib.util.spec_from_file_location("make_event_log", example_log.parent / "make_event_log.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_log_is_what_its_generator_writes(example_log: Path, tmp_path: Path) -> None:
     fresh = tmp_path / "event-log.jsonl"
-    module.generate(fresh)
+    _generator(example_log).generate(fresh)
     committed, regenerated = _records(example_log), _records(fresh)
     # Only the service version may differ (regenerate the example when it does).
     assert regenerated[0]["service_version"] == service_version()
     committed[0]["service_version"] = regenerated[0]["service_version"]
     assert committed == regenerated, STALE
     assert fresh.stat().st_size < 600_000
+
+
+def test_a_log_written_before_the_burst_probe_replays_and_its_snapshots_verify(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run recorded by the version before the burst probe (state schema f24a6dd9e6fa81af): its header
+    has no CATALOG_LITELLM_BURST_PROBE_SECONDS, its snapshots no ``probing`` flag, and a row never
+    written has ``written_at: null`` (the -inf of that day). It replays as that code decided, probe off,
+    and its snapshots are read and compared, not skipped."""
+    from catalog_core.config import CatalogConfig
+
+    fresh = tmp_path / "fresh.jsonl"
+    _generator(example_log).generate(fresh, CatalogConfig(litellm_burst_probe_seconds=0.0))
+    older = []
+    for record in _records(fresh):
+        if record["k"] == "header":
+            del record["config"]["CATALOG_LITELLM_BURST_PROBE_SECONDS"]
+            record["state_schema"] = "f24a6dd9e6fa81af"
+        elif record["k"] == "snapshot":
+            del record["state"]["config"]["litellm_burst_probe_seconds"]
+            for churn in record["state"]["damping"]["keys"].values():
+                del churn["probing"]
+        older.append(record)
+    snapshots = sum(r["k"] == "snapshot" for r in older)
+    assert snapshots >= 2
+    path = _write(tmp_path / "older.jsonl", older)
+    code, out, err = _cli(capsys, "replay", str(path), "--verify")
+    assert code == 0, err
+    assert f"{snapshots} snapshots replay identically" in out
+    assert "only commands are compared" not in err
+    # An older shape that is not known to read into this one is still refused for snapshots.
+    older[0]["state_schema"] = "0000000000000000"
+    code, out, err = _cli(capsys, "replay", str(_write(path, older)), "--verify")
+    assert code == 0 and "only commands are compared" in err and "and 0 snapshots" in out

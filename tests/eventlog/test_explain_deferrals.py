@@ -59,7 +59,9 @@ def test_explain_says_a_write_was_deferred_and_then_cancelled(tmp_path: Path) ->
         SourceListed(SourceKind.KUBEAI_MODELS, (b.kubeai_model("llama"),)),
         run.world.rows_event(),
     )
-    run.at(START + 30.0, _model(False))  # a still row: withdrawn at once
+    run.at(START + 0.01)  # the burst probe passed: created
+    run.at(START + 30.0, _model(False))  # a still row: withdrawn once the probe passes
+    run.at(START + 30.01)
     run.at(START + 30.5, _model(True))  # again within the settle window: deferred
     run.at(START + 31.0, _model(False))  # back to what LiteLLM holds: cancelled
     run.recorder.close()
@@ -69,5 +71,6 @@ def test_explain_says_a_write_was_deferred_and_then_cancelled(tmp_path: Path) ->
     rid = "ai-appliance-kubeai-llama"
     assert f"LiteLLM {rid}: write deferred: it changed again within 2 s of its last change or write" in text
     assert "(due in 2.0 s)" in text
+    assert f"LiteLLM {rid}: write deferred: it changed after being still; held 10 ms" in text
     assert f"LiteLLM {rid}: deferred write cancelled: the row is back to what LiteLLM holds" in text
     assert text.count("litellm-delete") == 1 and "litellm-create" in text  # created at start, deleted once
