@@ -38,6 +38,7 @@ from catalog_core.keys import (
     RefKey,
     RefKind,
     agent_template_announcement,
+    agent_template_key,
     configmap_announcement,
     is_litellm_key,
     litellm_key,
@@ -562,10 +563,19 @@ def _templates(out: _Out) -> None:
             out.announce(key, ref, Reason.UNEXPECTED_SHAPE.value, f"{name}: {template.shape_problem}")
             continue
         out.forget(key)
+        since = out.state.damping.desired_since
+        wait = churn.may_act(
+            out.state.damping, agent_template_key(cfg.namespace, name), since, state.now, windows
+        )
+        if wait is not None:
+            # The patch is a pass over every chat model: while the catalog is settling, only plan the
+            # tick it may go (a change every tick at 10,000 models made it most of each tick's work).
+            _wait(out, wait, "templates")
+            continue
         patch = template_patch(template, entries, cfg)
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
-            _settled_emit(out, command, out.state.damping.desired_since, windows, "templates")
+            _settled_emit(out, command, since, windows, "templates")
 
 
 def _rollouts(out: _Out) -> None:
@@ -603,6 +613,20 @@ def _rollouts(out: _Out) -> None:
         _settled_emit(out, command, out.state.damping.stable_since, windows, "rollouts")
 
 
+def _wait(out: _Out, at: float, flag: str) -> None:
+    """Plan the rollouts or template patches (``flag``) again at ``at``."""
+    state = out.state
+    out.state = attrs.evolve(
+        state,
+        damping=churn.wake_later(state.damping, at),
+        pending=(
+            attrs.evolve(state.pending, rollouts=True)
+            if flag == "rollouts"
+            else attrs.evolve(state.pending, templates=True)
+        ),
+    )
+
+
 def _settled_emit(out: _Out, command: Command, since: float, windows: churn.Windows, flag: str) -> None:
     """Emit a rollout or template patch only onto a catalog stable since ``since`` for its window, at
     most once per window per target; otherwise plan it again when it may go."""
@@ -612,15 +636,7 @@ def _settled_emit(out: _Out, command: Command, since: float, windows: churn.Wind
         return  # already on its way
     wait = churn.may_act(state.damping, command.key, since, state.now, windows)
     if wait is not None:
-        out.state = attrs.evolve(
-            state,
-            damping=churn.wake_later(state.damping, wait),
-            pending=(
-                attrs.evolve(state.pending, rollouts=True)
-                if flag == "rollouts"
-                else attrs.evolve(state.pending, templates=True)
-            ),
-        )
+        _wait(out, wait, flag)
         return
     if out.emit(command.key, command):
         out.state = attrs.evolve(out.state, damping=churn.acted(out.state.damping, command.key, state.now))
