@@ -142,3 +142,24 @@ async def test_a_body_that_is_not_json_is_kept_as_text() -> None:
     async with LiteLLMClient("http://x", MASTER, transport=httpx.MockTransport(handler)) as client:
         answer = await client.info()
     assert (answer.status, answer.body, answer.text, answer.ok) == (502, None, "Bad Gateway", False)
+
+
+def test_bodies_are_read_as_the_standard_library_reads_them() -> None:
+    from adapters.litellm.client import parse_body
+
+    assert parse_body(b'{"data": [{"model_name": "m"}]}') == {"data": [{"model_name": "m"}]}
+    assert parse_body(b'{"x": NaN}')["x"] != parse_body(b'{"x": NaN}')["x"]  # NaN: orjson refuses it
+    assert parse_body(b'{"x": Infinity}') == {"x": float("inf")}
+    assert parse_body(b'{"n": 9223372036854775807}') == {"n": 9223372036854775807}
+    assert parse_body(b"<html>bad gateway</html>") is None
+    assert parse_body(b"") is None
+
+
+async def test_only_an_error_answer_keeps_its_text() -> None:
+    async with LiteLLMClient("http://litellm:4000", MASTER, transport=recording([])) as client:
+        good = await client.info()
+    assert good.ok and good.body == {"data": []} and good.text == ""
+    bad_transport = httpx.MockTransport(lambda request: httpx.Response(502, text="<html>bad gateway</html>"))
+    async with LiteLLMClient("http://litellm:4000", MASTER, transport=bad_transport) as client:
+        bad = await client.info()
+    assert bad.body is None and bad.error_message() == "<html>bad gateway</html>"
