@@ -98,6 +98,7 @@ SPECS: tuple[SourceSpec, ...] = (
         warning_target=deployment_target,
         parse=lambda state, obj: FreeTokenRuntime.from_k8s(obj),
         value_type=FreeTokenRuntime,
+        bare_health_keys=True,
         published_name=runtime_model_name,
     ),
     SourceSpec(
@@ -121,8 +122,7 @@ BY_PREFIX: Mapping[str, SourceSpec] = {}
 BY_KIND: Mapping[SourceKind, SourceSpec] = {}
 # Every source whose content decides the routes and the catalog: planning waits for all of them.
 CATALOG_KINDS: tuple[SourceKind, ...] = ()
-# The health gate of the first health-gated source is keyed by the bare item name (the key format of the
-# event log since its first version); any other gated source's by its whole item key.
+# The item prefix of the source whose health gates are keyed by the bare item name (``bare_health_keys``).
 _BARE_HEALTH_PREFIX = ""
 
 
@@ -138,6 +138,9 @@ def check(specs: tuple[SourceSpec, ...]) -> None:
     ):
         if len(set(values)) != len(values):
             raise RuntimeError(f"registry: two route sources share an {what}: {values}")
+    bare = [s.source for s in specs if s.bare_health_keys]
+    if len(bare) > 1 or any(s.bare_health_keys and not s.health_gated for s in specs):
+        raise RuntimeError(f"registry: bare health keys belong to one health-gated source, not {bare}")
     for spec in specs:
         if "/" in spec.item_prefix or "-" in spec.id_family or not spec.id_family:
             raise RuntimeError(f"registry: {spec.source}: an item prefix or id family that cannot be parsed")
@@ -166,7 +169,7 @@ def install(specs: tuple[SourceSpec, ...]) -> None:
     BY_PREFIX = {spec.item_prefix: spec for spec in specs}
     BY_KIND = {spec.kind: spec for spec in specs}
     CATALOG_KINDS = (*CATALOG_SOURCES, *(s.kind for s in specs if s.kind not in CATALOG_SOURCES))
-    _BARE_HEALTH_PREFIX = next((s.item_prefix for s in specs if s.health_gated), "")
+    _BARE_HEALTH_PREFIX = next((s.item_prefix for s in specs if s.bare_health_keys), "")
 
 
 @contextlib.contextmanager

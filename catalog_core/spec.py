@@ -73,6 +73,10 @@ class SourceSpec:
     document_problem: Callable[[CatalogState], Problem | None] | None = None
     # ...and whether it still has items read from the document's last good version (kept published)
     document_has_items: Callable[[CatalogState], bool] = lambda state: False
+    # Its health records and probes are keyed by the bare item name, the event log's key format since
+    # its first version (FreeToken runtimes only: at most one source may); any other gated source's are
+    # keyed by the whole item key.
+    bare_health_keys: bool = False
 
     def item(self, name: str) -> ItemKey:
         return ItemKey(self.item_prefix, name)

@@ -58,6 +58,37 @@ def test_every_source_module_with_a_spec_is_in_the_registry() -> None:
     registry.check(registry.SPECS)
 
 
+def test_bare_health_keys_are_declared_by_one_gated_source_whatever_the_order_of_the_specs() -> None:
+    freetoken = registry.BY_SOURCE[Source.FREETOKEN]
+    assert [s.source for s in registry.SPECS if s.bare_health_keys] == [Source.FREETOKEN]
+    assert registry.health_key(freetoken.item("phi-4-mini")) == "phi-4-mini"  # the event log's format
+    with pytest.raises(RuntimeError, match="bare health keys"):
+        registry.check(tuple(attrs.evolve(s, bare_health_keys=s.health_gated or s is registry.SPECS[0])
+                             for s in registry.SPECS))  # fmt: skip
+    # A new gated source listed before FreeToken does not take FreeToken's key format.
+    Source.declare("other-runtime")
+    SourceKind.declare("other-runtime-deployments")
+    other = attrs.evolve(
+        freetoken,
+        source=Source("other-runtime"),
+        item_prefix="other-runtime",
+        kind=SourceKind("other-runtime-deployments"),
+        id_family="other",
+        bare_health_keys=False,
+    )
+    before = registry.SPECS
+    try:
+        registry.install((other, *before))
+        assert registry.health_key(freetoken.item("phi-4-mini")) == "phi-4-mini"
+        assert registry.health_key(other.item("phi-4-mini")) == "other-runtime/phi-4-mini"
+        assert registry.health_item("other-runtime/phi-4-mini") == other.item("phi-4-mini")
+        assert registry.health_item("phi-4-mini") == freetoken.item("phi-4-mini")
+    finally:
+        Source.withdraw("other-runtime")
+        SourceKind.withdraw("other-runtime-deployments")
+        registry.install(before)
+
+
 def test_a_source_kind_declared_without_a_spec_fails_the_registry_check() -> None:
     SourceKind.declare("orphan-deployments")
     try:
