@@ -104,6 +104,13 @@ async def main(args: argparse.Namespace) -> None:
         print(f"READY {len(catalog.state.litellm.rows)}", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.read)  # until the driver closes our stdin
         print(f"RSS {_rss_kib()}", flush=True)
+        d = catalog.state.damping
+        # why writes waited, if they did (the driver ignores this line; it is for the worker's log)
+        print(
+            f"DAMPING deferred={d.deferred_total} burst={d.burst_deferred_total} "
+            f"cancelled={d.cancelled_total}",
+            flush=True,
+        )
         print("".join(f"{kind} {t:.6f} {what}\n" for kind, t, what in trace), end="", flush=True)
         tg.cancel_scope.cancel()
 

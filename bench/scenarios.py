@@ -249,6 +249,7 @@ def p1_latency(
     folded: dict[str, list[float]] = {}
     queued: dict[str, list[float]] = {}
     rss: list[int] = []
+    damping: list[str] = []
     lock = threading.Lock()
 
     def read(process: subprocess.Popen[str]) -> None:
@@ -268,6 +269,8 @@ def p1_latency(
                     queued.setdefault(parts[2], []).append(float(parts[1]))
                 elif parts[:1] == ["RSS"]:
                     rss.append(int(parts[1]))
+                elif parts[:1] == ["DAMPING"]:
+                    damping.append(" ".join(parts[1:]))
 
     readers = [threading.Thread(target=read, args=(p,), daemon=True) for p in (fake, worker)]
     for reader in readers:
@@ -350,6 +353,8 @@ def p1_latency(
                 "api_write_round_trip_s": latency([acked - sent for _, sent, acked, _ in expected]),
                 "stages_s": {key: latency(v) for key, v in stages.items()},
                 "worker_rss_mib": rss[0] / 1024 if rss else None,
+                # the worker's write-damping counters after all phases (why writes waited, if they did)
+                "worker_damping": damping[0] if damping else None,
             }
         )
     return results
