@@ -176,15 +176,8 @@ def written(damping: Damping, key: str, write: str, now: float) -> Damping:
     entry = damping.keys.get(key)
     if entry is None:
         return damping
-    entry = attrs.evolve(
-        entry,
-        written=write,
-        written_at=now,
-        deferred_since=None,
-        unsettled_since=None,
-        burst=False,
-        probing=False,
-    )
+    # Written: nothing waits, probes or bursts for it any more (the defaults); its value and write stay.
+    entry = KeyChurn(entry.desired, entry.changed_at, written=write, written_at=now)
     waiting = damping.waiting.delete(key) if key in damping.waiting else damping.waiting
     return attrs.evolve(damping, keys=damping.keys.set(key, entry), waiting=waiting)
 
