@@ -111,6 +111,9 @@ async def test_freetoken_runtime_ready_then_healthy_then_failing_twice(kube_clie
                 )
                 health.status = 200
                 await pipeline.until(lambda: len(probes()) == 1, what="first probe")
+                # The route's write waits out the burst probe (issue 14); this clock moves only when told.
+                await pipeline.until(lambda: bool(pipeline.state.damping.waiting), what="the write held")
+                clock.now += config.litellm_burst_probe_seconds
                 # The next ticks re-plan the runtime: its route is written, then published.
                 await pipeline.until(
                     lambda: _reason(pipeline) is Reason.PUBLISHED,
