@@ -96,9 +96,13 @@ async def main(args: argparse.Namespace) -> None:
             await anyio.sleep(0.05)
         # From the catalog's start (imports excluded) to every row written and nothing queued.
         print(f"CONVERGED {time.monotonic() - began:.3f}", flush=True)
-        # The rows were just created: let their per-key LiteLLM cooldown (1 s in CatalogLoop) pass, so
-        # what follows measures a change to a model not written for a while, as P1 means it.
-        await anyio.sleep(1.5)
+        # The rows were just written, many of them in a burst (issue 14): wait until no write is held,
+        # no burst is on and every row has been still for the settle window, so what follows measures
+        # a change to a model not written for a while, as P1 means it.
+        # (A burst lasts a settle window after its last change: once nothing waits, one more window.)
+        while catalog.state.damping.waiting:
+            await anyio.sleep(0.1)
+        await anyio.sleep(config.litellm_settle_seconds + 0.5)
         trace: list[tuple[str, float, str]] = []
         _trace_stages(catalog, trace)
         print(f"READY {len(catalog.state.litellm.rows)}", flush=True)
