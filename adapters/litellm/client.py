@@ -103,7 +103,7 @@ def parse_body(content: bytes) -> Any:
         pass
     try:
         return json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than any reader goes
         return None
 
 

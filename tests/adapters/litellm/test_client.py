@@ -153,6 +153,7 @@ def test_bodies_are_read_as_the_standard_library_reads_them() -> None:
     assert parse_body(b'{"n": 9223372036854775807}') == {"n": 9223372036854775807}
     assert parse_body(b"<html>bad gateway</html>") is None
     assert parse_body(b"") is None
+    assert parse_body(b"[" * 100_000 + b"]" * 100_000) is None  # deeper than either reader: no crash
 
 
 async def test_only_an_error_answer_keeps_its_text() -> None:
