@@ -8,9 +8,11 @@ desired values of rows changed at ``burst_rows`` distinct moments within ``burst
 flapping at once, as when a node or an operator restarts) a still row is treated as damped too: a
 model that flaps and returns within the burst is never written, one that ends changed once. So that
 the first rows of a burst are not written before it is seen, a still row's change is *probed* first:
-held for ``burst_probe`` (a few ms, well inside P1's budget), and if another row changes at another
-moment within that time, the burst has begun and the row waits to settle with the rest. An isolated
-change, or many found in one tick (a relist, the first sync), goes out once the probe has passed.
+held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule sees a burst within
+that time, the row waits to settle with the rest. If only one other row changed within it (a pair: two
+isolated changes can coincide, e.g. delivered back to back after the loop was busy), the row is held
+once more, until that row's probe passes: a third change by then is a burst, else both go out. An
+isolated change, or many found in one tick (a relist, the first sync), goes out once the probe has passed.
 Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
 catalog that has been stable for its own settle window, at most once per window each.
@@ -44,6 +46,10 @@ class KeyChurn:
     # Its first change since it was still is held for the burst probe: written when the probe passes
     # with no other row changing, else it waits to settle as part of the burst.
     probing: bool = False
+    # Another row changed within its probe: held until that row's probe passes (at most once), so a
+    # third change can tell a burst from two coincident isolated changes (None: the probe runs from
+    # ``changed_at``).
+    probe_until: float | None = None
 
 
 @attrs.frozen
@@ -120,18 +126,22 @@ def plan_write(
     still = _still(entry, now, w)
     if desired != entry.desired:
         # A probed key that changes again flaps: it waits to settle like any other.
-        entry = attrs.evolve(entry, desired=desired, changed_at=now, probing=False)
+        entry = attrs.evolve(entry, desired=desired, changed_at=now, probing=False, probe_until=None)
         damping = _arrived(damping, now, w)
     if write == HELD:
         cancelled = entry.deferred_since is not None
-        entry = attrs.evolve(entry, deferred_since=None, probing=False)
+        entry = attrs.evolve(entry, deferred_since=None, probing=False, probe_until=None)
         return _with(damping, key, entry, w, cancelled=int(cancelled)), False
     if entry.probing:
         if now < write_due(entry, w):
             return _with(damping, key, entry, w), False
         if not in_burst(damping, now):
-            return _with(damping, key, entry, w), True  # the probe passed: an isolated change
-        entry = attrs.evolve(entry, probing=False, burst=True)
+            paired_at = _paired(damping, entry, now, w)
+            if paired_at is None:
+                return _with(damping, key, entry, w), True  # the probe passed: an isolated change
+            # Held until the other row's probe passes too: a third change by then is a burst.
+            return _with(damping, key, attrs.evolve(entry, probe_until=paired_at + w.burst_probe), w), False
+        entry = attrs.evolve(entry, probing=False, burst=True, probe_until=None)
         damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
         return _with(damping, key, entry, w, deferred=1), False
     if write == entry.written:
@@ -152,12 +162,22 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
     seen when rows changed at ``burst_rows`` distinct moments within the burst window."""
     if w.burst_rows < 2 or (damping.arrivals and damping.arrivals[-1] == now):
         return damping
-    # Another row changed within the probe of the last one (whose write the probe still holds).
-    paired = bool(damping.arrivals) and now - damping.arrivals[-1] <= w.burst_probe
     arrivals = (*damping.arrivals, now)[-w.burst_rows :]
-    seen = paired or (len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window)
+    seen = len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
     until = now + w.settle if seen else damping.burst_until
     return attrs.evolve(damping, arrivals=arrivals, burst_until=until)
+
+
+def _paired(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> float | None:
+    """When another row changed within the probe of ``entry``, whose probe has just passed with no
+    burst seen (None: no other row did, or the row was already held once for a pair).
+
+    Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
+    loop delivers two back to back), and writing both costs nothing extra. Only a third tells."""
+    if entry.probe_until is not None or not damping.arrivals:
+        return None
+    last = damping.arrivals[-1]
+    return last if entry.changed_at < last and now < last + w.burst_probe else None
 
 
 def in_burst(damping: Damping, now: float) -> bool:
@@ -187,7 +207,7 @@ def write_due(entry: KeyChurn, w: Windows) -> float:
     window after the key's last write. A probed key's write may go when its probe has passed."""
     assert entry.unsettled_since is not None
     if entry.probing:
-        return entry.changed_at + w.burst_probe
+        return entry.probe_until if entry.probe_until is not None else entry.changed_at + w.burst_probe
     due = min(entry.changed_at + w.settle, entry.unsettled_since + w.cap)
     return due if entry.written_at is None else max(entry.written_at + w.settle, due)
 
@@ -239,7 +259,12 @@ def churning(damping: Damping) -> bool:
 def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
     """Why a write waits, in words (``explain``, the route's record)."""
     due = write_due(entry, w)
-    if entry.probing:
+    if entry.probing and entry.probe_until is not None:
+        why = (
+            "it changed after being still, and so did another row within its probe; held until that "
+            "row's probe passes, as a third change would make it a burst"
+        )
+    elif entry.probing:
         why = (
             f"it changed after being still; held {w.burst_probe * 1000:g} ms to tell an isolated change "
             "from the start of a burst"

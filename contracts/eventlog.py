@@ -1004,6 +1004,8 @@ STATE_SCHEMA: Final = state_schema()
 READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
     # KeyChurn.written_at was a float, -inf (written as null) when never written; it is None then now.
     "f24a6dd9e6fa81af": "before KeyChurn.probing (issue 14's burst probe; absent: False)",
+    # A probed row held once more for a pair (issue 15); absent: None, the probe runs from changed_at.
+    "073b992c862b4c41": "before KeyChurn.probe_until (a pair within the probe; absent: None)",
 }
 
 
