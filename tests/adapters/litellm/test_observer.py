@@ -357,3 +357,23 @@ async def test_many_rows_are_whitelisted_in_chunks_letting_other_tasks_run(fake_
     assert list(event.rows) == [whitelist_row(r) for r in answer.body["data"]]
     # the other task ran between the chunks (4 chunks: at least 3 times more during the pass)
     assert seen_by_chunk[-1] - seen_by_chunk[0] >= 3
+
+
+async def test_polls_after_writes_are_paced_by_the_last_polls_cost(fake_peer: Peer) -> None:
+    # A poll that took 50 ms: the next one after writes waits 10x that from its end, not the debounce.
+    from adapters.litellm import observer as observer_module
+
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=0.01)
+    send, _receive = anyio.create_memory_object_stream[Event](10)
+    await observer.poll_once(send)
+    ended = anyio.current_time()
+    observer._last_poll_cost = 0.05  # as if the /model/info answer had taken 50 ms to read
+    observer._last_poll_end = ended
+    observer.wrote()
+    assert observer.next_due() == pytest.approx(ended + observer_module.POLL_COST_FACTOR * 0.05)
+    # never more than the longest debounce after the poll, however slow the last answer was
+    observer._last_poll_cost = 60.0
+    assert observer.next_due() == pytest.approx(ended + observer.max_debounce_seconds)
+    # a cheap poll leaves the debounce as it was
+    observer._last_poll_cost = 0.0001
+    assert observer.next_due() == pytest.approx(observer._last_write + observer.debounce_seconds)
