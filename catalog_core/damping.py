@@ -157,6 +157,11 @@ def plan_write(
     return _with(damping, key, entry, w, deferred=int(since == now)), False
 
 
+def probing_keys(damping: Damping) -> frozenset[str]:
+    """The keys held for the burst probe (they wait in ``waiting``, so this is O(waiting))."""
+    return frozenset(key for key in damping.waiting if damping.keys[key].probing)
+
+
 def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
     """Some row's desired value changed at ``now`` (changes in one tick are one moment); a burst is
     seen when rows changed at ``burst_rows`` distinct moments within the burst window."""

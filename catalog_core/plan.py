@@ -361,7 +361,11 @@ def _routes(out: _Out) -> None:
     out.state = state
     touched_items = set(items) | set(marked(state.pending.records))
     logical = {logical_name(n) for n in names} | set(marked(state.pending.logical))
-    for rid in sorted(ids):
+    # Rows whose burst probe ends now are planned after the others, so a change arriving in this same
+    # tick counts before they decide whether it is a burst (rows planned in id order saw it only when
+    # their id sorted after the changed row's: P4 wrote such rows out and back).
+    probing = churn.probing_keys(state.damping)
+    for rid in sorted(ids, key=lambda rid: (litellm_key(rid) in probing, rid)):
         _litellm(out, rid)
         for item in state.derived.by_id.get(rid, frozenset()):
             touched_items.add(item)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from catalog_core import damping as churn
 from catalog_core.config import CatalogConfig
 from catalog_core.damping import Windows
+from catalog_core.fold import step
 from catalog_core.keys import litellm_key
 from tests.core.test_write_damping import Driver, _ready, _rid, _started, _writes, check_flaps
 
@@ -138,6 +139,23 @@ def test_a_third_row_changing_while_a_pair_is_held_makes_a_burst_from_the_first(
     assert entry.burst and not entry.probing
     d.until(t + 0.012 + settle)
     assert len(_writes(d.commands)) == 3
+    assert c.state.damping.burst_deferred_total == 3
+
+
+def test_a_change_planned_in_the_same_tick_as_a_held_probe_counts_first():
+    # The loop was busy: c's change and the end of a's held probe are planned in one tick. Rows are
+    # planned in id order, and a sorts before c, so a must not decide before c's change is counted.
+    c, d = _started(["a", "b", "c"])
+    settle = Windows.of(c.config).settle
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "a", False))
+    d.send(t + 0.005, _ready(c, "b", False))
+    d.until(t + 0.014)
+    for event in _ready(c, "c", False):
+        c.state = step(c.state, event).state
+    d.tick(t + 0.016)
+    d.until(t + settle - 0.001)
+    assert _writes(d.commands) == []  # all three wait with the burst
     assert c.state.damping.burst_deferred_total == 3
 
 

@@ -46,7 +46,8 @@ class Driver:
     def state(self) -> CatalogState:
         return self.c.state
 
-    def _tick(self, now: float) -> None:
+    def tick(self, now: float) -> None:
+        """One instant: tick at ``now`` and carry out what it emits, until it emits nothing."""
         for _ in range(50):
             result = step(self.c.state, Ticked(now))
             self.c.state = result.state
@@ -66,14 +67,14 @@ class Driver:
             due = next_deadline(self.c.state)
             if due is None or due > now:
                 break
-            self._tick(max(due, self.c.state.now))
-        self._tick(now)
+            self.tick(max(due, self.c.state.now))
+        self.tick(now)
 
     def send(self, now: float, events: list[Event]) -> None:
         self.until(now)
         for event in events:
             self.c.state = step(self.c.state, event).state
-        self._tick(now)
+        self.tick(now)
 
 
 def _writes(commands: list[Command]) -> list[LiteLLMCommand]:
