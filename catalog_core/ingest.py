@@ -159,7 +159,7 @@ def _put_item(state: CatalogState, spec: SourceSpec, name: str, value: Any) -> C
     """``_put`` for an item of a route source: the store, the item's mark and the claims that read it, in
     one copy of the state (issue 15, P5: the watch events of Models are most of a fold's work)."""
     kind = spec.kind
-    current = state.observed.stores.get(kind) or empty()
+    current = state.observed.stores.get(kind, _NO_ITEMS)
     updated = current.delete(name) if value is None else current.set_if_changed(name, value)
     if updated is current:
         return state
@@ -168,7 +168,10 @@ def _put_item(state: CatalogState, spec: SourceSpec, name: str, value: Any) -> C
     if ref_kind is not None:  # the claims that read this object (a runtime reads its activation)
         items = mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
     items = mark(items, spec.item(name).text)
-    return state.with_route_items(kind, updated, state.pending.with_items(items))
+    return state.with_route_items(kind, updated, items)
+
+
+_NO_ITEMS: PMap[Any] = empty()
 
 
 def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:

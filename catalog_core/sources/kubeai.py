@@ -130,8 +130,8 @@ class KubeAIModel:
 # A name the API server accepts (a DNS subdomain, or any case of one): printable ASCII on one line, shorter
 # than MAX_NAME_LENGTH, with no alias prefix: ``checked_name`` finds no problem in it.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}").fullmatch
-_MAX_MODEL_LEN = "--max-model-len="
-_MAX_NUM_SEQS = "--max-num-seqs="
+# "--max-model-len=N" (group 1 set) or "--max-num-seqs=N", N plain digits (no sign, no space, <= 12 long)
+_PLAIN_FLAG = re.compile(r"--max-(?:(model-len)|num-seqs)=([0-9]{1,12})").fullmatch
 _NO_ANNOTATIONS: Mapping[str, Any] = {}
 # KubeAI's features are a handful of words; a model's type is a function of them alone (bounded memo).
 _features_type = functools.lru_cache(maxsize=64)(features_type)
@@ -185,14 +185,21 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
             return None
         if "--max-" not in arg:
             continue
-        if arg.startswith(_MAX_MODEL_LEN):
-            if context is None and (context := _plain_limit(arg[len(_MAX_MODEL_LEN) :])) is None:
-                return None
-        elif arg.startswith(_MAX_NUM_SEQS):
-            if max_num_seqs is None and (max_num_seqs := _plain_limit(arg[len(_MAX_NUM_SEQS) :])) is None:
-                return None
-        elif not arg.startswith("--max-") or arg.startswith(("--max-model-len", "--max-num-seqs")):
+        flag = _PLAIN_FLAG(arg)
+        if flag is None:
+            if arg.startswith("--max-") and not arg.startswith(("--max-model-len", "--max-num-seqs")):
+                continue  # another vLLM limit (--max-loras=2): not read
             return None  # " --max-model-len=N", "--max-model-len N": the careful path's regular expressions
+        number = int(flag[2])
+        if flag[1]:
+            if context is None:
+                context = number if 0 < number <= MAX_TOKENS else None
+                if context is None:
+                    return None
+        elif max_num_seqs is None:
+            max_num_seqs = number if 0 < number <= MAX_TOKENS else None
+            if max_num_seqs is None:
+                return None
     max_output: int | None = None
     target: str | None = None
     if annotations:
