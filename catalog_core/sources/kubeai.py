@@ -130,8 +130,6 @@ class KubeAIModel:
 # A name the API server accepts (a DNS subdomain, or any case of one): printable ASCII on one line, shorter
 # than MAX_NAME_LENGTH, with no alias prefix: ``checked_name`` finds no problem in it.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}").fullmatch
-# "--max-model-len=N" (group 1 set) or "--max-num-seqs=N", N plain digits (no sign, no space, <= 12 long)
-_PLAIN_FLAG = re.compile(r"--max-(?:(model-len)|num-seqs)=([0-9]{1,12})").fullmatch
 _NO_ANNOTATIONS: Mapping[str, Any] = {}
 # KubeAI's features are a handful of words; a model's type is a function of them alone (bounded memo).
 _features_type = functools.lru_cache(maxsize=64)(features_type)
@@ -185,21 +183,17 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
             return None
         if "--max-" not in arg:
             continue
-        flag = _PLAIN_FLAG(arg)
-        if flag is None:
-            if arg.startswith("--max-") and not arg.startswith(("--max-model-len", "--max-num-seqs")):
-                continue  # another vLLM limit (--max-loras=2): not read
-            return None  # " --max-model-len=N", "--max-model-len N": the careful path's regular expressions
-        number = int(flag[2])
-        if flag[1]:
-            if context is None:
-                context = number if 0 < number <= MAX_TOKENS else None
-                if context is None:
-                    return None
-        elif max_num_seqs is None:
-            max_num_seqs = number if 0 < number <= MAX_TOKENS else None
-            if max_num_seqs is None:
+        flag, equals, digits = arg.partition("=")
+        if flag == "--max-model-len":
+            if context is None and (not equals or (context := _plain_limit(digits)) is None):
                 return None
+        elif flag == "--max-num-seqs":
+            if max_num_seqs is None and (not equals or (max_num_seqs := _plain_limit(digits)) is None):
+                return None
+        elif not flag.startswith("--max-") or flag.startswith(("--max-model-len", "--max-num-seqs")):
+            # " --max-model-len=N", "--max-model-len N", "--max-model-lenX": the careful path's expressions
+            return None
+        # else another vLLM limit (--max-loras=2), which the core does not read
     max_output: int | None = None
     target: str | None = None
     if annotations:

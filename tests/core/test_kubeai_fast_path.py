@@ -114,6 +114,10 @@ flags = st.one_of(
     st.sampled_from(
         [
             "--max-model-len",
+            "--max-model-len=",
+            "--max-model-len=8192=1",
+            "--max-num-seqs==4",
+            "--max-model-len=\u0661\u0662",
             "--max-model-len 4096",
             " --max-num-seqs=4",
             "--max-loras=2",
