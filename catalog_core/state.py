@@ -360,7 +360,7 @@ class CatalogState:
 
     def with_stored(self, kind: SourceKind, objects: PMap[Any], **changes: Any) -> CatalogState:
         """This state with ``kind``'s typed objects replaced by ``objects`` (and the other top-level
-        ``changes``, in the same copy: this is the fold's hot path)."""
+        ``changes``, in the same copy). A route source's item events take ``with_route_items``."""
         place = STORE.get(kind)
         if place is None:
             stores = self.observed.stores
