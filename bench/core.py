@@ -60,7 +60,10 @@ def watch_events(n: int, count: int) -> list[ObjectUpserted]:
     for k in range(count):
         i = (k * 7919) % n
         out.append(
-            ObjectUpserted(SourceKind.KUBEAI_MODELS, model(i, ready=k % 5 != 0, ctx=8192 + (k % 3) * 1024))
+            # ready is a replica count: an int (a bool is no count, and the parse rejects it)
+            ObjectUpserted(
+                SourceKind.KUBEAI_MODELS, model(i, ready=int(k % 5 != 0), ctx=8192 + (k % 3) * 1024)
+            )
         )
     return out
 

@@ -51,6 +51,8 @@ class Transition:
 
 
 def step(state: CatalogState, event: Event) -> Transition:
+    if type(event) is ObjectUpserted:  # most events are watch events: first, and one call less
+        return Transition(ingest.upserted(state, event), ())
     if isinstance(event, Ticked):
         new, commands = tick(state, event.now)
         return Transition(new, tuple(commands))

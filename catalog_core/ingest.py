@@ -39,7 +39,7 @@ from catalog_core.keys import (
     rollout_key,
     secret_ref,
 )
-from catalog_core.pmap import PMap
+from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason
 from catalog_core.sources.agent_template import AgentTemplateInfo
 from catalog_core.sources.catalog_configmap import ObservedCatalog
@@ -48,6 +48,7 @@ from catalog_core.sources.external import ExternalModelsDocument
 from catalog_core.sources.freetoken import ServicePort
 from catalog_core.sources.litellm_row import LiteLLMRow, whitelist_row
 from catalog_core.sources.secret import SecretInfo
+from catalog_core.spec import SourceSpec
 from catalog_core.state import (
     STORE,
     CatalogState,
@@ -112,17 +113,13 @@ def _dependents(state: CatalogState, ref: str) -> frozenset[str]:
 
 
 def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pending, Control]:
-    """Mark what depends on the object ``name`` of ``source`` for re-planning."""
+    """Mark what depends on the object ``name`` of ``source`` (not a route source's: ``_put_item``) for
+    re-planning."""
     pending, control = state.pending, state.control
     ns = state.config.namespace
-    spec = registry.BY_KIND.get(source)
     ref_kind = _DEPENDENTS_KIND.get(source)
-    if spec is not None or ref_kind is not None:
-        items = pending.items
-        if ref_kind is not None:  # the claims that read this object (a runtime reads its activation)
-            items = mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
-        if spec is not None:  # the object is an item of a route source
-            items = mark(items, spec.item(name).text)
+    if ref_kind is not None:  # the claims that read this object (a route reads its Secret, its Service)
+        items = mark_all(pending.items, _dependents(state, RefKey(ref_kind, name).text))
         pending = attrs.evolve(pending, items=items)
     elif source is SourceKind.AGENT_TEMPLATES:
         pending = attrs.evolve(pending, templates=True)
@@ -141,6 +138,9 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
 
 def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> CatalogState:
     """Store (or, with None, remove) one parsed object; a no-op when nothing changed."""
+    spec = registry.BY_KIND.get(source)
+    if spec is not None:
+        return _put_item(state, spec, name, value)
     current = state.stored(source)
     key = _key(source, name)
     old = current.get(key)
@@ -152,6 +152,25 @@ def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> Cata
         cluster = attrs.evolve(state.cluster, pods=updated, pod_birth=_pod_birth(state, old, value))
         return attrs.evolve(state, cluster=cluster, pending=pending, control=control)
     return state.with_stored(source, updated, pending=pending, control=control)
+
+
+def _put_item(state: CatalogState, spec: SourceSpec, name: str, value: Any) -> CatalogState:
+    """``_put`` for an item of a route source: the store, the item's mark and the claims that read it, in
+    one copy of the state (issue 15, P5: the watch events of Models are most of a fold's work)."""
+    kind = spec.kind
+    current = state.observed.stores.get(kind, _NO_ITEMS)
+    updated = current.delete(name) if value is None else current.set_if_changed(name, value)
+    if updated is current:
+        return state
+    items = state.pending.items
+    ref_kind = _DEPENDENTS_KIND.get(kind)
+    if ref_kind is not None:  # the claims that read this object (a runtime reads its activation)
+        items = mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
+    items = mark(items, spec.item(name).text)
+    return state.with_route_items(kind, updated, items)
+
+
+_NO_ITEMS: PMap[Any] = empty()
 
 
 def _pod_birth(state: CatalogState, old: Any, new: Any) -> PMap[str]:
@@ -191,6 +210,10 @@ def _set_status(
 
 def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
     source, obj = event.source, event.object
+    spec = registry.BY_KIND.get(source)
+    if spec is not None and spec.parse is not None:  # an item of a route source: the common event first
+        name = raw.name_of(obj)
+        return _put_item(state, spec, name, spec.parse(state, obj)) if name else state
     if (document := _DOCUMENTS.get(source)) is not None:
         named, observe = document
         return observe(state, obj) if raw.name_of(obj) == named(state.config) else state

@@ -252,6 +252,46 @@ class PMap(Generic[V]):
             return self
         return PMap(root, self._len + 1 if added else self._len)
 
+    def set_if_changed(self, key: str, value: V) -> PMap[V]:
+        """This map with ``key`` set to ``value``, or this map itself when ``key`` already maps to a value
+        equal (``==``) to ``value``.
+
+        Performance (issue 15, P5): a watch event replaces a value held under its key; one walk down
+        finds and compares the held value and the path back up is copied (``get`` then ``set`` walked
+        and hashed twice, and ``set`` recursed). Anything else (a new key, a collision) takes ``set``."""
+        h = _hash(key)
+        node = self._root
+        shift = 0
+        path: list[tuple[_Node, int]] = []
+        while type(node) is _Node:
+            bit = 1 << ((h >> shift) & _MASK)
+            bitmap = node.bitmap
+            if not bitmap & bit:
+                break
+            idx = (bitmap & (bit - 1)).bit_count()
+            child = node.array[idx]
+            if type(child) is not tuple:
+                path.append((node, idx))
+                node = child
+                shift += _BITS
+                continue
+            if child[0] != key:
+                break
+            held = child[1]
+            if held is value or held == value:
+                return self
+            new: Any = (key, value)
+            path.append((node, idx))
+            for parent, i in reversed(path):
+                array = list(parent.array)
+                array[i] = new
+                new = _Node(parent.bitmap, tuple(array))
+            return PMap(new, self._len)
+        held = _get(self._root, key, h, 0)
+        if held is not _MISSING and (held is value or held == value):
+            return self
+        return self.set(key, value)
+
     def delete(self, key: str) -> PMap[V]:
         root = _delete(self._root, key, _hash(key), 0)
         if root is self._root:

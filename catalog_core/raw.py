@@ -38,6 +38,9 @@ def string_map(obj: Any, *keys: str) -> dict[str, str]:
 
 
 def name_of(obj: Any) -> str:
+    if type(obj) is dict and type(meta := obj.get("metadata")) is dict:  # the usual shape, read directly
+        name = meta.get("name")
+        return name.strip() if isinstance(name, str) else ""
     return (string(obj, "metadata", "name") or "").strip()
 
 

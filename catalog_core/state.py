@@ -326,9 +326,41 @@ class CatalogState:
         found: PMap[Any] = getattr(getattr(self, place[0]), place[1])
         return found
 
+    def with_route_items(self, kind: SourceKind, objects: PMap[Any], items: Marks) -> CatalogState:
+        """This state with route source ``kind``'s typed objects replaced by ``objects`` and the items
+        marked for the next tick by ``items``: a watch event of a route source, the fold's hottest path
+        (issue 15, P5). One copy each of the state, ``observed`` and ``pending``, by position
+        (``attrs.evolve`` costs ~1.2 us more per copy)."""
+        o, p = self.observed, self.pending
+        stores = o.stores.set(kind, objects) if objects else o.stores.delete(kind)
+        observed = Observed(
+            stores,
+            o.external_items,
+            o.external_problem,
+            o.external_uid,
+            o.services,
+            o.secrets,
+            o.secrets_scope,
+        )
+        pending = Pending(items, p.names, p.ids, p.records, p.logical, p.templates, p.catalog, p.rollouts)
+        return CatalogState(
+            self.config,
+            self.waits_for,
+            self.now,
+            self.sources,
+            observed,
+            self.cluster,
+            self.litellm,
+            self.health,
+            self.derived,
+            pending,
+            self.control,
+            self.damping,
+        )
+
     def with_stored(self, kind: SourceKind, objects: PMap[Any], **changes: Any) -> CatalogState:
         """This state with ``kind``'s typed objects replaced by ``objects`` (and the other top-level
-        ``changes``, in the same copy: this is the fold's hot path)."""
+        ``changes``, in the same copy). A route source's item events take ``with_route_items``."""
         place = STORE.get(kind)
         if place is None:
             stores = self.observed.stores
@@ -339,6 +371,39 @@ class CatalogState:
 
 
 _EMPTY: PMap[Any] = empty()
+
+
+# The copies by position above name every field in order: adding, removing or reordering a field of these
+# classes must update them (an import error, rather than a state copied into the wrong fields).
+_POSITIONAL_COPIES = {
+    CatalogState: (
+        "config",
+        "waits_for",
+        "now",
+        "sources",
+        "observed",
+        "cluster",
+        "litellm",
+        "health",
+        "derived",
+        "pending",
+        "control",
+        "damping",
+    ),
+    Observed: (
+        "stores",
+        "external_items",
+        "external_problem",
+        "external_uid",
+        "services",
+        "secrets",
+        "secrets_scope",
+    ),
+    Pending: ("items", "names", "ids", "records", "logical", "templates", "catalog", "rollouts"),
+}
+for _cls, _names in _POSITIONAL_COPIES.items():
+    if tuple(field.name for field in attrs.fields(_cls)) != _names:
+        raise RuntimeError(f"state: {_cls.__name__}'s fields changed; update its copies by position")
 
 
 # Where the typed objects of each map-shaped source that is not a route source are kept: (group

@@ -22,12 +22,13 @@ from adapters.telemetry import Telemetry
 from app import replay
 from app.logs import JsonFormatter
 from app.loop import STEP_FAILED, CatalogLoop
-from catalog_core import fold, ingest
+from catalog_core import fold
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, ObjectUpserted, SourceKind
 from catalog_core.fold import Transition
 from catalog_core.redact import redact_for_source
 from catalog_core.simulate import SimulatedWorld
+from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.state import CatalogState
 from tests.app.test_queue_and_loop import SimulatedExecutor, _settle, _start_loop
 from tests.core import builders as b
@@ -68,14 +69,14 @@ def _loop_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 def poison(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
     """KubeAI Model names whose parsing raises (with a secret-looking message that must not leak)."""
     names: set[str] = set()
-    real = ingest._parse
+    real = KubeAIModel.from_k8s  # what every KubeAI object is parsed with (watch events and listings)
 
-    def parse(state: CatalogState, source: SourceKind, obj: Any) -> Any:
-        if source is SourceKind.KUBEAI_MODELS and obj["metadata"]["name"] in names:
+    def from_k8s(obj: Any) -> Any:
+        if obj["metadata"]["name"] in names:
             raise KeyError(CANARY)
-        return real(state, source, obj)
+        return real(obj)
 
-    monkeypatch.setattr(ingest, "_parse", parse)
+    monkeypatch.setattr(KubeAIModel, "from_k8s", staticmethod(from_k8s))
     yield names
 
 

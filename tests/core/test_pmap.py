@@ -64,3 +64,40 @@ def test_changes_lists_exactly_the_keys_whose_values_differ(start, operations):
     got = {k: (x, y) for k, x, y in old.changes(new)}
     assert got == expected
     assert list(new.changes(new)) == []
+
+
+# Enough keys for a trie several levels deep (collisions: the test after this one).
+deep_keys = st.one_of(keys, st.integers(0, 3000).map(lambda i: f"model-{i:05d}"))
+
+
+@given(
+    st.dictionaries(deep_keys, st.integers(0, 5), max_size=400),
+    st.lists(st.tuples(deep_keys, st.integers(0, 5))),
+)
+def test_set_if_changed_is_set_except_that_an_equal_value_keeps_the_map(start, operations):
+    m = PMap.of(start)
+    d = dict(start)
+    for key, value in operations:
+        before = m.to_dict()
+        new = m.set_if_changed(key, value)
+        if key in d and d[key] == value:
+            assert new is m
+        else:
+            d[key] = value
+            assert new.to_dict() == d and len(new) == len(d)
+            assert new == m.set(key, value)
+            assert m.to_dict() == before  # the older version is untouched
+        m = new
+
+
+def test_set_if_changed_in_a_collision_node():
+    # "plumless" and "buckeroo" have the same CRC-32: they share a collision node.
+    from zlib import crc32
+
+    assert crc32(b"plumless") == crc32(b"buckeroo")
+    m = PMap.of({"plumless": 1, "buckeroo": 2})
+    assert m.set_if_changed("plumless", 1) is m
+    assert m.set_if_changed("buckeroo", 3).to_dict() == {"plumless": 1, "buckeroo": 3}
+    assert m.set_if_changed("other", 4).to_dict() == {"plumless": 1, "buckeroo": 2, "other": 4}
+    held = PMap.of({"plumless": [1.0], "buckeroo": 2})
+    assert held.set_if_changed("plumless", [1.0]) is held  # compared with ==, not identity
