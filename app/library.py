@@ -33,6 +33,7 @@ from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.ports import Executor
 from adapters.vault import SecretVault
+from app.heap import keep_heap_frozen
 from app.loop import CatalogLoop, Recorder, Telemetry
 from app.options import CatalogOptions, options_of
 from catalog_core.config import CatalogConfig
@@ -171,6 +172,10 @@ class ModelCatalog:
                 tg.start_soon(self.kube.run, self.loop.sender())
                 tg.start_soon(self.observer.run, self.loop.sender())
                 tg.start_soon(self._watch_ready)
+                if self.options.heap.freeze_after_sync:
+                    tg.start_soon(
+                        keep_heap_frozen, self._ready, self._settled, self.options.heap.refreeze_seconds
+                    )
                 task_status.started(self)
         finally:
             with anyio.CancelScope(shield=True):
@@ -181,6 +186,11 @@ class ModelCatalog:
         while not catalog_inputs_known(self.loop.state):
             await self.loop.wait_changed_or_tick()
         self._ready.set()
+
+    def _settled(self) -> bool:
+        """Nothing left to plan, hold or carry out: the catalog has converged on what it knows."""
+        state = self.loop.state
+        return state.pending.idle and not state.damping.waiting and self.loop.queue.depth == 0
 
     async def wait_ready(self) -> None:
         """Every source has been read once and LiteLLM observed: what is published is decided."""

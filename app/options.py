@@ -26,10 +26,19 @@ class WriteOptions:
 
 
 @attrs.frozen
+class HeapOptions:
+    # Freeze the heap once the first sync is done (app.heap): no full collection walks the state then.
+    # Process-wide, so off for an embedding host unless it asks; ``model-catalog run`` turns it on.
+    freeze_after_sync: bool = False
+    refreeze_seconds: float = 3600.0  # collect once and freeze again this often (frozen cycles)
+
+
+@attrs.frozen
 class CatalogOptions:
     litellm: LiteLLMOptions = LiteLLMOptions()
     kube: KubeSettings = attrs.field(factory=KubeSettings)
     writes: WriteOptions = WriteOptions()
+    heap: HeapOptions = HeapOptions()
     # host:port -> host:port for the runtimes' health probes (a controller outside the cluster)
     probe_resolve: tuple[tuple[str, str], ...] = ()
 

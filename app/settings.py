@@ -48,6 +48,7 @@ class ServiceSettings:
     identity: str = ""
     max_concurrent_writes: int = 4
     catalog_min_write_interval: float = 0.5
+    gc_freeze: bool = True  # freeze the heap after the first sync (app.heap)
     probe_concurrency: int = 8
     crd_recheck_seconds: float = 30.0
     watch_timeout_seconds: int = 5
@@ -69,7 +70,7 @@ class ServiceSettings:
     def catalog_options(self) -> CatalogOptions:
         """How ``ModelCatalog``'s adapters run."""
         from adapters.kube.settings import KubeSettings
-        from app.options import CatalogOptions, LiteLLMOptions, WriteOptions
+        from app.options import CatalogOptions, HeapOptions, LiteLLMOptions, WriteOptions
 
         return CatalogOptions(
             litellm=LiteLLMOptions(resync_seconds=self.litellm_resync_seconds),
@@ -78,6 +79,7 @@ class ServiceSettings:
             ),
             writes=WriteOptions(self.max_concurrent_writes, self.catalog_min_write_interval),
             probe_resolve=self.probe_resolve,
+            heap=HeapOptions(freeze_after_sync=self.gc_freeze),
         )
 
     def lease(self) -> LeaseConfig | None:
@@ -209,6 +211,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         identity=text("POD_NAME", socket.gethostname()),
         max_concurrent_writes=int(number("CATALOG_MAX_CONCURRENT_WRITES", 4, 1, integer=True)),
         catalog_min_write_interval=number("CATALOG_MIN_WRITE_INTERVAL_SECONDS", 0.5, 0.0),
+        gc_freeze=boolean("CATALOG_GC_FREEZE", True),
         probe_concurrency=int(number("CATALOG_PROBE_CONCURRENCY", 8, 1, integer=True)),
         crd_recheck_seconds=number("CATALOG_CRD_RECHECK_SECONDS", 30.0, 1.0),
         watch_timeout_seconds=int(number("CATALOG_WATCH_TIMEOUT_SECONDS", 5, 2, integer=True)),
@@ -250,6 +253,11 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--identity", "POD_NAME", "this replica's Lease identity (the pod name)"),
     ("--max-concurrent-writes", "CATALOG_MAX_CONCURRENT_WRITES", "writes carried out at once (4)"),
     ("--catalog-min-write-interval", "CATALOG_MIN_WRITE_INTERVAL_SECONDS", "coalesce catalog writes (0.5 s)"),
+    (
+        "--gc-freeze",
+        "CATALOG_GC_FREEZE",
+        "true|false: freeze the heap after the first sync, so full collections skip the state (true)",
+    ),
     (
         "--litellm-settle-seconds",
         "CATALOG_LITELLM_SETTLE_SECONDS",

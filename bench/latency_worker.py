@@ -25,6 +25,7 @@ import anyio.to_thread
 
 from adapters.kube.watch import EventSink
 from app.library import ModelCatalog
+from app.options import CatalogOptions, HeapOptions, LiteLLMOptions
 from app.service import load_api_client
 from catalog_core.commands import Command
 from catalog_core.config import CatalogConfig, ConfigError
@@ -85,8 +86,10 @@ async def main(args: argparse.Namespace) -> None:
         config,
         api_client,
         litellm_master_key="sk-test",
-        litellm_base_url=args.litellm_url,
-        litellm_resync_seconds=30.0,
+        # as `model-catalog run` does by default (CATALOG_GC_FREEZE): the heap frozen after the first sync
+        options=CatalogOptions(
+            litellm=LiteLLMOptions(args.litellm_url, 30.0), heap=HeapOptions(freeze_after_sync=True)
+        ),
     )
     async with api_client, anyio.create_task_group() as tg:
         began = time.monotonic()
