@@ -133,7 +133,7 @@ def _model_not_found(answer: Answer) -> bool:
 class WriteHooks(Protocol):
     """What the executor tells the observer (``LiteLLMObserver`` implements it)."""
 
-    def writing(self) -> AbstractAsyncContextManager[None]: ...
+    def answered(self) -> AbstractAsyncContextManager[None]: ...
 
     def wrote(self) -> None: ...
 
@@ -145,7 +145,7 @@ class WriteHooks(Protocol):
 class NoHooks:
     """For an executor without an observer (tools, tests of the mapping alone)."""
 
-    def writing(self) -> AbstractAsyncContextManager[None]:
+    def answered(self) -> AbstractAsyncContextManager[None]:
         return nullcontext()
 
     def wrote(self) -> None:
@@ -221,8 +221,8 @@ class LiteLLMExecutor:
     ) -> CommandCompleted:
         secrets = self._secrets(command)
         if isinstance(command, DeleteLiteLLMModel):
-            async with self._hooks.writing():
-                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
+            mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
+            async with self._hooks.answered():
                 return self._complete(command, mapped)
 
         api_key: str | None = None
@@ -243,21 +243,20 @@ class LiteLLMExecutor:
         if refused is not None:
             return self._complete(command, refused)
 
-        async with self._hooks.writing():
-            if isinstance(command, UpdateLiteLLMModel):
-                mapped = await self._send(
-                    Op.UPDATE, self._client.patch_update(command.model_id, body), secrets
-                )
-            elif isinstance(command, CreateLiteLLMModel):
+        if isinstance(command, UpdateLiteLLMModel):
+            mapped = await self._send(Op.UPDATE, self._client.patch_update(command.model_id, body), secrets)
+        elif isinstance(command, CreateLiteLLMModel):
+            mapped = await self._send(Op.CREATE, self._client.new(body), secrets)
+        else:
+            mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
+            if mapped.outcome is Outcome.APPLIED:
                 mapped = await self._send(Op.CREATE, self._client.new(body), secrets)
-            else:
-                mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
-                if mapped.outcome is Outcome.APPLIED:
-                    mapped = await self._send(Op.CREATE, self._client.new(body), secrets)
-                    if mapped.outcome is not Outcome.APPLIED and not mapped.reobserve:
-                        # The old row is gone but no new one exists: the core must see that.
-                        self._hooks.reobserve()
-            # The outcome is built while the write still holds its share of the lock (see sync.py).
+                if mapped.outcome is not Outcome.APPLIED and not mapped.reobserve:
+                    # The old row is gone but no new one exists: the core must see that.
+                    self._hooks.reobserve()
+        # The outcome is built under a share of the lock, taken once the write was answered: after the
+        # event of any poll in progress then (see sync.py). The request itself waited for nothing.
+        async with self._hooks.answered():
             return self._complete(command, mapped)
 
     def _secrets(self, command: Command) -> list[str]:

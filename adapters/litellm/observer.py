@@ -5,9 +5,9 @@ executor asks (a 500 on create: the row probably exists), and with backoff while
 Rows are reduced with ``whitelist_row`` before they become an event: credentials in other rows' params
 never enter the core. A failed poll becomes ``LiteLLMUnreachable`` — sent only when the status changes.
 
-The observer is also the executor's ``WriteHooks``: writes hold its lock shared, polls exclusively
-(see ``adapters.litellm.sync`` for why that keeps every observation at least as new as every outcome
-folded before it).
+The observer is also the executor's ``WriteHooks``: a write's outcome is computed under its lock
+shared, polls hold it exclusively (see ``adapters.litellm.sync`` for why that keeps every observation
+at least as new as every outcome folded before it).
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ class LiteLLMObserver:
         self.polls = 0
 
     # --- WriteHooks, used by the executor
-    def writing(self) -> AbstractAsyncContextManager[None]:
-        """Hold while a write is sent and its outcome computed."""
+    def answered(self) -> AbstractAsyncContextManager[None]:
+        """Hold while the outcome of a write that got its answer is computed (see sync)."""
         return self.lock.shared()
 
     def wrote(self) -> None:

@@ -61,7 +61,8 @@ def write(
 
 
 class Recorder:
-    """WriteHooks that record what the executor told them (and check the write holds the lock)."""
+    """WriteHooks that record what the executor told them (and check the outcome is built under the lock,
+    after the write was answered)."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -77,11 +78,11 @@ class Recorder:
             self.calls.append("exit")
             self.holding = False
 
-    def writing(self) -> Any:
+    def answered(self) -> Any:
         return self._writing()
 
     def wrote(self) -> None:
-        assert self.holding
+        assert not self.holding  # the request waited for nothing: the lock is for the outcome
         self.calls.append("wrote")
 
     def reobserve(self) -> None:
@@ -125,13 +126,13 @@ async def test_create_applied_then_duplicate_is_a_short_retry_with_reobservation
     command = write(CreateLiteLLMModel, peer)
     done = await run(ex, command)
     assert (done.outcome, done.retry_after, done.reason, done.detail) == (Outcome.APPLIED, 0.0, "", "")
-    assert hooks.calls == ["enter", "wrote", "answered:ok", "exit"]
+    assert hooks.calls == ["wrote", "answered:ok", "enter", "exit"]
     hooks.calls.clear()
     again = await run(ex, command)
     assert again.outcome is Outcome.RETRY and again.reason == "LiteLLMDuplicateId"
     assert 0 < again.retry_after <= 2.0
     assert again.detail.startswith("create: HTTP 500")
-    assert hooks.calls == ["enter", "wrote", "answered:ok", "reobserve", "exit"]
+    assert hooks.calls == ["wrote", "answered:ok", "reobserve", "enter", "exit"]
 
 
 async def test_create_rejected_by_validation_is_terminal(peer: Peer) -> None:

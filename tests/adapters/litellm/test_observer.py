@@ -214,7 +214,7 @@ class Recording(ObjectSendStream[Event]):
         pass
 
 
-async def test_a_poll_waits_for_a_write_in_flight_and_sees_it(fake_peer: Peer) -> None:
+async def test_a_poll_does_not_wait_for_a_write_in_flight_whose_outcome_comes_after(fake_peer: Peer) -> None:
     assert fake_peer.fake is not None
     seed(fake_peer)
     fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({PATCH}), times=1))
@@ -230,13 +230,18 @@ async def test_a_poll_waits_for_a_write_in_flight_and_sees_it(fake_peer: Peer) -
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(write)
-        await anyio.sleep(0.05)  # the PATCH is on its way
-        assert observer.lock.holders == (1, False)
-        await observer.poll_once(Recording(log))
-    assert log == ["outcome", "rows:http://new/v1"]
+        await anyio.sleep(0.05)  # the PATCH is on its way: it holds no lock while it waits for LiteLLM
+        assert observer.lock.holders == (0, False)
+        with anyio.fail_after(0.15):  # the poll does not wait for the write
+            await observer.poll_once(Recording(log))
+    # The poll saw the old row and said so before the write's outcome; the write asked for a new look.
+    assert log == ["rows:http://a/v1", "outcome"]
+    assert observer.poll_wanted()
 
 
-async def test_a_write_waits_for_a_poll_in_flight_whose_event_comes_first(fake_peer: Peer) -> None:
+async def test_a_write_goes_out_during_a_poll_and_its_outcome_comes_after_the_polls_event(
+    fake_peer: Peer,
+) -> None:
     assert fake_peer.fake is not None
     seed(fake_peer)
     fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({INFO}), times=1))
@@ -244,18 +249,29 @@ async def test_a_write_waits_for_a_poll_in_flight_whose_event_comes_first(fake_p
     observer = LiteLLMObserver(client)
     executor = LiteLLMExecutor(client, SecretVault(), observer)
     log: list[str] = []
+    answered: list[float] = []
 
     async def write() -> None:
         await executor.execute(update(fake_peer, "http://new/v1"))
         log.append("outcome")
 
+    async def watch_patch() -> None:
+        assert fake_peer.fake is not None
+        while not fake_peer.fake.requests[PATCH]:
+            await anyio.sleep(0.005)
+        answered.append(anyio.current_time())
+
     async with anyio.create_task_group() as tg:
+        began = anyio.current_time()
         tg.start_soon(observer.poll_once, Recording(log))
         await anyio.sleep(0.05)  # the GET is on its way
         assert observer.lock.holders == (0, True)
+        tg.start_soon(watch_patch)
         tg.start_soon(write)
-    # The poll saw the old row, and said so before the write's outcome existed.
-    assert log == ["rows:http://a/v1", "outcome"]
+    # The PATCH reached LiteLLM while the GET was still waiting (it did not wait for the poll) ...
+    assert answered and answered[0] - began < 0.2
+    # ... and its outcome reached the stream after the poll's event (which here already shows it).
+    assert log == ["rows:http://new/v1", "outcome"]
     assert observer.poll_wanted()  # and the write asked for a fresh look
 
 
