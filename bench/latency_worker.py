@@ -16,6 +16,7 @@ the API server from another process and compares its own send times with these a
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,8 @@ def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) ->
 async def main(args: argparse.Namespace) -> None:
     config = CatalogConfig.from_env(
         {
+            # the core's settings from the environment, as `model-catalog run` reads them (experiments)
+            **{k: v for k, v in os.environ.items() if k.startswith("CATALOG_LITELLM_")},
             "NAMESPACE": args.namespace,
             "APPLIANCE_NAMESPACE": args.appliance_namespace,
             "LITELLM_BASE_URL": "http://litellm.bench.invalid:4000",

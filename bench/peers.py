@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import anyio.from_thread
+import orjson
 
 from adapters.litellm.fake import DELETE, NEW, PATCH, UPDATE, WRITE_ENDPOINTS, FakeLiteLLM
 from tests.fixtures import kube_peer, litellm_peer
@@ -45,7 +46,15 @@ def wait_litellm(starter: litellm_peer._Starter, timeout: float = 600.0) -> lite
 
 
 class RecordingFake(FakeLiteLLM):
-    """The fake, also keeping (monotonic time received, endpoint, row id) of every write request."""
+    """The fake, also keeping (monotonic time received, endpoint, row id) of every write request.
+
+    Its answers are encoded with orjson: at 10,000 rows the standard library took ~0.1 s per
+    /model/info, during which the fake's one event loop read no write, and P1 measures when a write is
+    received (the benches inject no NaN or huge integer, which orjson would refuse or change)."""
+
+    @staticmethod
+    def encode(payload: Any) -> bytes:
+        return orjson.dumps(payload)
 
     def __init__(self, master_key: str = "sk-test") -> None:
         super().__init__(master_key)

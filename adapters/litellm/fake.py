@@ -460,6 +460,11 @@ class FakeLiteLLM:
         }
 
     # --- on a loopback port
+    @staticmethod
+    def encode(payload: Any) -> bytes:
+        """An answer's body (the standard library's encoder: NaN and big integers pass as they are)."""
+        return json.dumps(payload).encode()
+
     @asynccontextmanager
     async def serving(self, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
         """Serve on ``host:port`` (0: a free port) while the block runs; yields the base URL."""
@@ -501,7 +506,7 @@ class FakeLiteLLM:
                     status, payload = await self.answer(method, target, headers, body)
                 except RefusedError:
                     return  # close without an answer
-                data = json.dumps(payload).encode()
+                data = self.encode(payload)
                 close = headers.get("connection", "").lower() == "close"
                 # LiteLLM (uvicorn) drops the connection after an unhandled error, without saying so.
                 dropped = _is_unhandled_error(payload)
