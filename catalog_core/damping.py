@@ -11,7 +11,8 @@ the first rows of a burst are not written before it is seen, a still row's chang
 held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule sees a burst within
 that time, the row waits to settle with the rest. If only one other row changed within it (a pair: two
 isolated changes can coincide, e.g. delivered back to back after the loop was busy), the row is held
-once more, until that row's probe passes: a third change by then is a burst, else both go out. An
+once more, both rows until half the burst window after the first of them: a third change by then is a
+burst, else both go out. An
 isolated change, or many found in one tick (a relist, the first sync), goes out once the probe has passed.
 Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
@@ -46,9 +47,8 @@ class KeyChurn:
     # Its first change since it was still is held for the burst probe: written when the probe passes
     # with no other row changing, else it waits to settle as part of the burst.
     probing: bool = False
-    # Another row changed within its probe: held until that row's probe passes (at most once), so a
-    # third change can tell a burst from two coincident isolated changes (None: the probe runs from
-    # ``changed_at``).
+    # Another row changed within a probe of it: held once more (``_pair_hold``), so a third change can
+    # tell a burst from two coincident isolated changes (None: the probe runs from ``changed_at``).
     probe_until: float | None = None
 
 
@@ -136,11 +136,10 @@ def plan_write(
         if now < write_due(entry, w):
             return _with(damping, key, entry, w), False
         if not in_burst(damping, now):
-            paired_at = _paired(damping, entry, now, w)
-            if paired_at is None:
+            until = _pair_hold(damping, entry, now, w)
+            if until is None:
                 return _with(damping, key, entry, w), True  # the probe passed: an isolated change
-            # Held until the other row's probe passes too: a third change by then is a burst.
-            return _with(damping, key, attrs.evolve(entry, probe_until=paired_at + w.burst_probe), w), False
+            return _with(damping, key, attrs.evolve(entry, probe_until=until), w), False
         entry = attrs.evolve(entry, probing=False, burst=True, probe_until=None)
         damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
         return _with(damping, key, entry, w, deferred=1), False
@@ -173,16 +172,23 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
     return attrs.evolve(damping, arrivals=arrivals, burst_until=until)
 
 
-def _paired(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> float | None:
-    """When another row changed within the probe of ``entry``, whose probe has just passed with no
-    burst seen (None: no other row did, or the row was already held once for a pair).
+def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> float | None:
+    """Until when a row whose probe has just passed with no burst seen is held once more, because
+    another row changed within a probe of it (None: none did, or the row was already held once).
 
     Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
-    loop delivers two back to back), and writing both costs nothing extra. Only a third tells."""
-    if entry.probe_until is not None or not damping.arrivals:
+    loop delivers two back to back), and writing both costs nothing extra. Only a third tells, so both
+    rows of the pair wait until half the burst window after the first of them (P4's patches came 3,
+    then 18 ms apart at its start) and until the other's probe has passed."""
+    if entry.probe_until is not None:
         return None
-    last = damping.arrivals[-1]
-    return last if entry.changed_at < last and now < last + w.burst_probe else None
+    near = [
+        a for a in damping.arrivals if a != entry.changed_at and abs(a - entry.changed_at) <= w.burst_probe
+    ]
+    if not near:
+        return None
+    until = max(min(*near, entry.changed_at) + w.burst_window / 2, max(near) + w.burst_probe)
+    return until if until > now else None
 
 
 def in_burst(damping: Damping, now: float) -> bool:
@@ -266,8 +272,8 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
     due = write_due(entry, w)
     if entry.probing and entry.probe_until is not None:
         why = (
-            "it changed after being still, and so did another row within its probe; held until that "
-            "row's probe passes, as a third change would make it a burst"
+            "it changed after being still, and so did another row within its probe; held "
+            f"{w.burst_window / 2 * 1000:g} ms at least, as a third change by then would make it a burst"
         )
     elif entry.probing:
         why = (

@@ -105,23 +105,25 @@ def test_a_flap_that_returns_within_the_probe_costs_no_write():
     assert c.state.damping.cancelled_total == 1
 
 
-def test_two_rows_changing_within_the_probe_both_go_out_once_the_second_probe_passes():
+def test_two_rows_changing_within_the_probe_both_go_out_half_a_burst_window_later():
     # Two isolated changes can coincide (delivered back to back after the loop was busy): not a burst.
     c, d = _started(["a", "b", "c"])
-    probe = Windows.of(c.config).burst_probe
+    w = Windows.of(c.config)
     t = c.state.now + 1.0
     d.send(t, _ready(c, "a", False))
     d.send(t + 0.005, _ready(c, "b", False))  # another moment within a's probe
-    d.until(t + probe)
-    assert _writes(d.commands) == []  # a is held once more, until b's probe passes
+    d.until(t + w.burst_probe)
+    assert _writes(d.commands) == []  # a is held once more, half the burst window after its change
     entry = c.state.damping.keys[litellm_key(_rid(c, "a"))]
-    assert entry.probing and entry.probe_until == t + 0.005 + probe
-    assert churn.deferral_reason(entry, c.state.now, Windows.of(c.config)) == (
+    assert entry.probing and entry.probe_until == t + w.burst_window / 2
+    assert churn.deferral_reason(entry, c.state.now, w) == (
         "write deferred: it changed after being still, and so did another row within its probe; held "
-        "until that row's probe passes, as a third change would make it a burst (due in 5 ms)"
+        "50 ms at least, as a third change by then would make it a burst (due in 40 ms)"
     )
-    d.until(t + 0.005 + probe)
-    assert len(_writes(d.commands)) == 2
+    d.until(t + w.burst_window / 2 - 0.001)
+    assert _writes(d.commands) == []
+    d.until(t + w.burst_window / 2)
+    assert len(_writes(d.commands)) == 2  # b, too, was held until then
     assert c.state.damping.burst_deferred_total == 0
     assert c.state.damping.deferred_total == 0
 
@@ -132,12 +134,12 @@ def test_a_third_row_changing_while_a_pair_is_held_makes_a_burst_from_the_first(
     t = c.state.now + 1.0
     d.send(t, _ready(c, "a", False))
     d.send(t + 0.005, _ready(c, "b", False))
-    d.send(t + 0.012, _ready(c, "c", False))  # after a's probe, within b's: the third moment
+    d.send(t + 0.03, _ready(c, "c", False))  # after both probes, within the pair's hold: the third moment
     d.until(t + settle - 0.001)
     assert _writes(d.commands) == []  # none went out: all wait to settle with the burst
     entry = c.state.damping.keys[litellm_key(_rid(c, "a"))]
     assert entry.burst and not entry.probing
-    d.until(t + 0.012 + settle)
+    d.until(t + 0.03 + settle)
     assert len(_writes(d.commands)) == 3
     assert c.state.damping.burst_deferred_total == 3
 
