@@ -128,12 +128,17 @@ def test_two_rows_changing_within_the_probe_both_go_out_half_a_burst_window_late
     assert c.state.damping.deferred_total == 0
 
 
-def test_a_third_row_changing_while_a_pair_is_held_makes_a_burst_from_the_first():
+def _a_pair() -> tuple[Any, Driver, float, float]:
+    """Rows a, b and c, still; a changes at t and b 5 ms later (a pair). Returns c, d, t, settle."""
     c, d = _started(["a", "b", "c"])
-    settle = Windows.of(c.config).settle
     t = c.state.now + 1.0
     d.send(t, _ready(c, "a", False))
     d.send(t + 0.005, _ready(c, "b", False))
+    return c, d, t, Windows.of(c.config).settle
+
+
+def test_a_third_row_changing_while_a_pair_is_held_makes_a_burst_from_the_first():
+    c, d, t, settle = _a_pair()
     d.send(t + 0.03, _ready(c, "c", False))  # after both probes, within the pair's hold: the third moment
     d.until(t + settle - 0.001)
     assert _writes(d.commands) == []  # none went out: all wait to settle with the burst
@@ -147,11 +152,7 @@ def test_a_third_row_changing_while_a_pair_is_held_makes_a_burst_from_the_first(
 def test_a_change_planned_in_the_same_tick_as_a_held_probe_counts_first():
     # The loop was busy: c's change and the end of a's held probe are planned in one tick. Rows are
     # planned in id order, and a sorts before c, so a must not decide before c's change is counted.
-    c, d = _started(["a", "b", "c"])
-    settle = Windows.of(c.config).settle
-    t = c.state.now + 1.0
-    d.send(t, _ready(c, "a", False))
-    d.send(t + 0.005, _ready(c, "b", False))
+    c, d, t, settle = _a_pair()
     d.until(t + 0.014)
     for event in _ready(c, "c", False):
         c.state = step(c.state, event).state
