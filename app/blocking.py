@@ -30,10 +30,9 @@ from typing import Any, Self, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
 from app.http import Handler, ProbeServer, Request
+from app.kube_client import k8s_client, k8s_config
 from app.leader import LeaderElector, LeaseConfig
 from app.library import CatalogView, ModelCatalog
 from catalog_core.config import CatalogConfig

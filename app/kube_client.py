@@ -1,12 +1,23 @@
 """The Kubernetes API client, from a kubeconfig or in-cluster: shared by ``run`` and ``status``.
 
-A module of its own so ``status`` loads the client without the controller (OpenTelemetry, the loop).
+A module of its own so ``status`` loads the client without the controller (OpenTelemetry, the loop). It
+is also the one place the app imports kubernetes-asyncio from, so the generated client is made lazy
+before anything loads it (``app/lazy_kubernetes.py``: ~20 MiB of model classes the controller never
+uses).
 """
 
 from __future__ import annotations
 
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+from app.lazy_kubernetes import defer_generated_client
+
+defer_generated_client()
+
+# After the deferral: importing these first would load every generated class.
+from kubernetes_asyncio import client as k8s_client  # noqa: E402
+from kubernetes_asyncio import config as k8s_config  # noqa: E402
+from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
+
+__all__ = ["ApiException", "k8s_client", "k8s_config", "load_api_client"]
 
 
 async def load_api_client(kubeconfig: str, *, connections: int | None = None) -> k8s_client.ApiClient:

@@ -17,8 +17,9 @@ from typing import Any
 
 import anyio
 import attrs
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+
+from app.kube_client import ApiException
+from app.kube_client import k8s_client as client
 
 log = logging.getLogger("model_catalog.leader")
 

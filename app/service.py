@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
-from kubernetes_asyncio import client as k8s_client
 
 from adapters.telemetry import Telemetry
 from app.catalog_size import CatalogSize
 from app.http import ProbeServer, Request, debug_allowed
-from app.kube_client import load_api_client
+from app.kube_client import k8s_client, load_api_client
 from app.leader import LeaderElector
 from app.library import ModelCatalog
 from app.settings import ServiceSettings

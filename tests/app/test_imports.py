@@ -4,8 +4,8 @@ Every case runs one ``model-catalog`` command in a fresh interpreter and reads i
 end: the offline commands never load the Kubernetes client, aiohttp, httpx or OpenTelemetry; ``status``
 loads the Kubernetes client but not the controller's telemetry; ``run`` loads neither the event-log wire
 format (the log is off by default) nor the tracing SDK and its OTLP exporter (traces are off by default),
-nor the progress bar of ``replay``. Each case also names a module the command must have loaded, so a
-driver that saw nothing cannot pass.
+nor the progress bar of ``replay``, nor the generated Kubernetes classes it does not use. Each case
+also names a module the command must have loaded, so a driver that saw nothing cannot pass.
 """
 
 from __future__ import annotations
@@ -101,6 +101,11 @@ def test_run_loads_neither_the_event_log_nor_tracing_nor_the_progress_bar(tmp_pa
     modules = loaded(tmp_path, ["run", "--leader-election", "false"], **env)
     assert "app.service" in modules
     assert "opentelemetry.sdk.metrics" in modules
+    # kubernetes-asyncio's generated client is lazy (app/lazy_kubernetes.py): eagerly, ~870 modules
+    assert "kubernetes_asyncio.client.api_client" in modules
+    assert len(under(modules, "kubernetes_asyncio")) < 30, under(modules, "kubernetes_asyncio.client.models")[
+        :5
+    ]
     for package in (
         "contracts.eventlog",
         "cattrs",
