@@ -27,7 +27,7 @@ class WriteOptions:
 
 @attrs.frozen
 class HeapOptions:
-    # Freeze the heap once the first sync is done (app.heap): no full collection walks the state then.
+    # Freeze the heap once the first convergence settled (app.heap): no full collection walks it then.
     # Process-wide, so off for an embedding host unless it asks; ``model-catalog run`` turns it on.
     freeze_after_sync: bool = False
     refreeze_seconds: float = 3600.0  # collect once and freeze again this often (frozen cycles)

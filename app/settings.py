@@ -48,7 +48,7 @@ class ServiceSettings:
     identity: str = ""
     max_concurrent_writes: int = 4
     catalog_min_write_interval: float = 0.5
-    gc_freeze: bool = True  # freeze the heap after the first sync (app.heap)
+    gc_freeze: bool = True  # freeze the heap once the first convergence settled (app.heap)
     probe_concurrency: int = 8
     crd_recheck_seconds: float = 30.0
     watch_timeout_seconds: int = 5
@@ -256,7 +256,7 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     (
         "--gc-freeze",
         "CATALOG_GC_FREEZE",
-        "true|false: freeze the heap after the first sync, so full collections skip the state (true)",
+        "true|false: freeze the heap once converged, so full collections skip the state (true)",
     ),
     (
         "--litellm-settle-seconds",
