@@ -367,14 +367,15 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         # One walk of the map: a look-up per row in the persistent map costs ~3 us at 10,000 rows.
         before = dict(held.items())
         new: dict[str, LiteLLMRow] = {}
-        for row, text in zip(event.rows, texts, strict=True):
-            parsed = _row(before, row, text)
+        for i, (row, text) in enumerate(zip(event.rows, texts, strict=True)):
+            parsed, texts[i] = _row(before, row, text)
             if parsed is not None:
                 new[parsed.id] = parsed
         upserts = [(rid, row) for rid, row in new.items() if before.get(rid) is not row]
         state = _set_rows(state, upserts, [rid for rid in before if rid not in new])
         if whole is not None:
-            _LAST_OBSERVATION.remember(state.litellm.rows, whole)
+            # the texts the rows were parsed from: one copy of each row's text is kept (issue 15, P7)
+            _LAST_OBSERVATION.remember(state.litellm.rows, tuple(texts))  # type: ignore[arg-type]
     was_reachable = state.litellm.status.reachable
     failures, retries, ids = state.control.failures, state.control.retries, state.pending.ids
     for key, failure in list(failures.items()):
@@ -415,8 +416,11 @@ def _text_of(row: Mapping[str, Any]) -> bytes | None:
         return None
 
 
-def _row(held: Mapping[str, LiteLLMRow], row: Mapping[str, Any], text: bytes | None) -> LiteLLMRow | None:
-    """Parse one /model/info row; the row already held when it is the same.
+def _row(
+    held: Mapping[str, LiteLLMRow], row: Mapping[str, Any], text: bytes | None
+) -> tuple[LiteLLMRow | None, bytes | None]:
+    """Parse one /model/info row; the row already held when it is the same. With it, ``text`` or the
+    equal text remembered for the held row (so the observation kept for the next one shares it).
 
     Performance (issue 7): every resync observes every row again and nearly all are unchanged, so
     parsing each one anew (~450 us per observation of a dozen rows) was the largest cost of a replay.
@@ -427,8 +431,8 @@ def _row(held: Mapping[str, LiteLLMRow], row: Mapping[str, Any], text: bytes | N
     rid = info.get("id") if type(info) is dict else None
     if isinstance(rid, str):
         old = held.get(rid)
-        if old is not None and text is not None and _ROW_TEXT.get(old) == text:
-            return old
+        if old is not None and text is not None and (kept := _ROW_TEXT.get(old)) == text:
+            return old, kept
     clean = whitelist_row(row)
     parsed = LiteLLMRow.from_clean(clean)
     if parsed is not None:
@@ -436,7 +440,7 @@ def _row(held: Mapping[str, LiteLLMRow], row: Mapping[str, Any], text: bytes | N
             parsed = old  # the same row seen through another spelling: keep the held object
         if text is not None:
             _ROW_TEXT.remember(parsed, text)
-    return parsed
+    return parsed, text
 
 
 class _TextOf:

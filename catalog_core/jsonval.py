@@ -64,13 +64,18 @@ class Fragment:
 
     Only the texts are kept, not the value. ``pretty`` and ``canonical_join`` splice them in where the
     value would go.
+
+    Memory (issue 15, P7): one pretty text is kept, at the depth last asked for, so a ``Run`` that holds
+    its members' texts at their depth holds the fragment's own string, not a re-indented copy of it.
     """
 
-    __slots__ = ("canonical", "text")
+    __slots__ = ("_pretty", "canonical")
 
     def __init__(self, value: Any, *, hashed: bool = False) -> None:
         """``hashed``: also keep the canonical text (only fragments inside a hashed value need it)."""
-        self.text = _pretty(value, "\n")
+        # (the line break of the depth, the text at that depth): one attribute, so a reader on another
+        # thread (a blocking host's view) always sees a matching pair
+        self._pretty = ("\n", _pretty(value, "\n"))
         self.canonical: str | None = None
         if hashed:
             try:
@@ -79,14 +84,14 @@ class Fragment:
                 self.canonical = canonical_join(value)
 
     def pretty_at(self, newline: str) -> str:
-        # ensure_ascii escapes every newline inside strings, so each "\n" in the text is layout.
-        return self.text if newline == "\n" else self.text.replace("\n", newline)
-
-
-def escaped(text: str) -> str:
-    """``text`` as it appears inside a JSON string, without the quotes. Escaping works character by
-    character, so the escape of a concatenation is the concatenation of the escapes."""
-    return _str(text)[1:-1]
+        at, text = self._pretty
+        if newline == at:
+            return text
+        # ensure_ascii escapes every line break inside strings, so each one in the text is layout, and at
+        # depth ``at`` each begins with ``at`` (deeper lines add spaces after it).
+        text = text.replace(at, newline)
+        self._pretty = (newline, text)
+        return text
 
 
 class Run:
@@ -95,9 +100,11 @@ class Run:
     Performance (issue 15): a catalog file lists every model; a ``Run`` keeps each member's text, at
     every depth it was asked for, in a list maintained in order by ``put`` and ``remove`` (a bisection
     and a C-level insert), so the file is one ``str.join`` of cached texts instead of a pass over
-    every model in Python. Also kept: each member's escaped text (the file inside the fingerprint's
-    JSON string) and, for hashed fragments, its canonical text. ``pretty`` and ``canonical_join``
-    splice a run in where the array or object would go; ``pretty_escaped`` splices its escaped texts.
+    every model in Python. Also kept, for hashed fragments: each member's canonical text. ``pretty``
+    and ``canonical_join`` splice a run in where the array or object would go.
+
+    Memory (issue 15, P7): no escaped copy of the members is kept (it was ~2 KiB per model); the
+    fingerprint escapes each file's text in one C call instead (``json``'s string encoder).
     """
 
     __slots__ = ("_at", "_canonical", "_fragments", "_keys", "_names", "is_object")
@@ -107,7 +114,7 @@ class Run:
         self._keys: list[Any] = []
         self._fragments: list[Fragment] = []
         self._names: list[str] = []  # an object's member names, else empty strings
-        self._at: dict[str, tuple[list[str], list[str]]] = {}  # container line break -> (texts, escaped)
+        self._at: dict[str, list[str]] = {}  # container line break -> the members' texts at that depth
         self._canonical: list[str] | None = None
 
     def __len__(self) -> int:
@@ -122,19 +129,16 @@ class Run:
         i = bisect_left(self._keys, key)
         if i < len(self._keys) and self._keys[i] == key:
             self._fragments[i], self._names[i] = fragment, name
-            for newline, (texts, escapes) in self._at.items():
-                texts[i] = text = self._member(fragment, name, newline + "  ")
-                escapes[i] = escaped(text)
+            for newline, texts in self._at.items():
+                texts[i] = self._member(fragment, name, newline + "  ")
             if self._canonical is not None:
                 self._canonical[i] = self._member_canonical(fragment, name)
             return
         self._keys.insert(i, key)
         self._fragments.insert(i, fragment)
         self._names.insert(i, name)
-        for newline, (texts, escapes) in self._at.items():
-            text = self._member(fragment, name, newline + "  ")
-            texts.insert(i, text)
-            escapes.insert(i, escaped(text))
+        for newline, texts in self._at.items():
+            texts.insert(i, self._member(fragment, name, newline + "  "))
         if self._canonical is not None:
             self._canonical.insert(i, self._member_canonical(fragment, name))
 
@@ -144,9 +148,8 @@ class Run:
             raise KeyError(key)
         for parallel in (self._keys, self._fragments, self._names):
             del parallel[i]
-        for texts, escapes in self._at.values():
+        for texts in self._at.values():
             del texts[i]
-            del escapes[i]
         if self._canonical is not None:
             del self._canonical[i]
 
@@ -158,12 +161,13 @@ class Run:
         text = canonical_join(fragment)
         return _str(name) + ":" + text if self.is_object else text
 
-    def _texts(self, newline: str) -> tuple[list[str], list[str]]:
+    def _texts(self, newline: str) -> list[str]:
         found = self._at.get(newline)
         if found is None:
             inner = newline + "  "
-            texts = [self._member(f, n, inner) for f, n in zip(self._fragments, self._names, strict=True)]
-            found = self._at[newline] = (texts, [escaped(t) for t in texts])
+            found = self._at[newline] = [
+                self._member(f, n, inner) for f, n in zip(self._fragments, self._names, strict=True)
+            ]
         return found
 
     def _brackets(self) -> tuple[str, str]:
@@ -174,15 +178,7 @@ class Run:
         if not self._keys:
             return start + end
         inner = newline + "  "
-        return start + inner + ("," + inner).join(self._texts(newline)[0]) + newline + end
-
-    def escaped_at(self, newline: str) -> str:
-        """``escaped(self.pretty_at(newline))``, from the cached escaped members."""
-        start, end = self._brackets()
-        if not self._keys:
-            return start + end
-        inner = escaped(newline + "  ")
-        return start + inner + ("," + inner).join(self._texts(newline)[1]) + escaped(newline) + end
+        return start + inner + ("," + inner).join(self._texts(newline)) + newline + end
 
     def canonical_text(self) -> str:
         if self._canonical is None:
@@ -191,39 +187,6 @@ class Run:
             ]
         start, end = self._brackets()
         return start + ",".join(self._canonical) + end
-
-
-class _Slot:
-    """Where a ``Run`` goes in a value rendered by ``pretty_escaped``, and at which depth."""
-
-    __slots__ = ("newline", "run", "seen")
-
-    def __init__(self, run: Run, seen: list[_Slot]) -> None:
-        self.run, self.seen, self.newline = run, seen, ""
-
-
-def _slotted(value: Any, seen: list[_Slot]) -> Any:
-    t = type(value)
-    if t is Run:
-        return _Slot(value, seen)
-    if t is dict:
-        return {k: _slotted(v, seen) for k, v in value.items()}
-    if t is list or t is tuple:
-        return [_slotted(v, seen) for v in value]
-    return value
-
-
-def pretty_escaped(value: Any) -> str:
-    """``_str(pretty(value))`` (the file as a JSON string, quotes included) for a value whose large
-    parts are ``Run``s: the rest is rendered with a NUL where each run goes (the NUL cannot occur
-    elsewhere: strings escape it), escaped, and the runs' escaped texts are spliced in."""
-    seen: list[_Slot] = []
-    parts = pretty(_slotted(value, seen)).split("\0")
-    out = [escaped(parts[0])]
-    for slot, part in zip(seen, parts[1:], strict=True):
-        out.append(slot.run.escaped_at(slot.newline))
-        out.append(escaped(part))
-    return '"' + "".join(out) + '"'
 
 
 def canonical_join(value: Any) -> str:
@@ -269,10 +232,6 @@ def _pretty(value: Any, newline: str) -> str:
         return "[" + inner + ("," + inner).join([_pretty(v, inner) for v in value]) + newline + "]"
     if t is Fragment or t is Run:
         return value.pretty_at(newline)  # type: ignore[no-any-return]
-    if t is _Slot:
-        value.newline = newline
-        value.seen.append(value)
-        return "\0"
     if value is None:
         return "null"
     if value is True:

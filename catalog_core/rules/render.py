@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from catalog_core.config import CatalogConfig
-from catalog_core.jsonval import Fragment, Run, canonical, canonical_join, pretty, pretty_escaped, short_hash
+from catalog_core.jsonval import Fragment, Run, canonical_join, pretty, short_hash
 from catalog_core.pmap import PMap, empty
 from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
 from catalog_core.sources.catalog_configmap import data_fingerprint
@@ -318,21 +318,14 @@ class CatalogParts:
         return {**documents, **{k: _Text(v) for k, v in scalars.items()}}, catalog_hash
 
     def render(self, *, placeholder: bool = False) -> RenderedCatalog:
-        """The data with its fingerprint assembled from the runs' escaped texts: per change, no pass
-        over every model in Python (the oracle, ``render_catalog``, fingerprints the data itself)."""
+        """The data and its fingerprint: per change, no pass over every model in Python (each file is
+        a join of the runs' cached texts; the fingerprint escapes the files in C)."""
         files, catalog_hash = self.files(placeholder=placeholder)
-        pairs = []
-        fingerprint = []
-        for key in sorted(files):
-            value = files[key]
-            if type(value) is _Text:
-                pairs.append((key, value.text))
-                fingerprint.append(escaped_key(key) + ":" + canonical(value.text))
-            else:
-                pairs.append((key, pretty(value)))
-                fingerprint.append(escaped_key(key) + ":" + pretty_escaped(value))
-        text = "{" + ",".join(fingerprint) + "}"
-        return RenderedCatalog(tuple(pairs), catalog_hash, short_hash(text, 32))
+        pairs = tuple(
+            (key, value.text if type(value) is _Text else pretty(value))
+            for key, value in sorted(files.items())
+        )
+        return RenderedCatalog(pairs, catalog_hash, data_fingerprint(dict(pairs)))
 
 
 class _Text:
@@ -342,10 +335,6 @@ class _Text:
 
     def __init__(self, text: str) -> None:
         self.text = text
-
-
-def escaped_key(key: str) -> str:
-    return canonical(key)
 
 
 def _pick(wanted: str, ids: Container[str], run: Run) -> str:
