@@ -26,6 +26,7 @@ from __future__ import annotations
 import attrs
 
 from catalog_core.config import CatalogConfig
+from catalog_core.evolve import evolve
 from catalog_core.pmap import PMap, empty
 
 HELD = ""  # the "write" of a key whose target already holds what is wanted
@@ -114,7 +115,7 @@ def plan_write(
         if in_burst(damping, now):
             # Many rows are changing at once: this one waits to settle like a row that flaps.
             entry = KeyChurn(desired, now, deferred_since=now, unsettled_since=now, burst=True)
-            damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
+            damping = evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
             return _with(damping, key, entry, w, deferred=1), False
         if w.burst_probe > 0:
             # Held for the probe: another row changing meanwhile makes this the start of a burst.
@@ -122,15 +123,15 @@ def plan_write(
             return _with(damping, key, entry, w), False
         # A still key: its first change goes out at once; it stays damped for a settle window.
         entry = KeyChurn(desired, now)
-        return attrs.evolve(damping, keys=damping.keys.set(key, entry)), True
+        return evolve(damping, keys=damping.keys.set(key, entry)), True
     still = _still(entry, now, w)
     if desired != entry.desired:
         # A probed key that changes again flaps: it waits to settle like any other.
-        entry = attrs.evolve(entry, desired=desired, changed_at=now, probing=False, probe_until=None)
+        entry = evolve(entry, desired=desired, changed_at=now, probing=False, probe_until=None)
         damping = _arrived(damping, now, w)
     if write == HELD:
         cancelled = entry.deferred_since is not None
-        entry = attrs.evolve(entry, deferred_since=None, probing=False, probe_until=None)
+        entry = evolve(entry, deferred_since=None, probing=False, probe_until=None)
         return _with(damping, key, entry, w, cancelled=int(cancelled)), False
     if entry.probing:
         if now < write_due(entry, w):
@@ -139,9 +140,9 @@ def plan_write(
             until = _pair_hold(damping, entry, now, w)
             if until is None:
                 return _with(damping, key, entry, w), True  # the probe passed: an isolated change
-            return _with(damping, key, attrs.evolve(entry, probe_until=until), w), False
-        entry = attrs.evolve(entry, probing=False, burst=True, probe_until=None)
-        damping = attrs.evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
+            return _with(damping, key, evolve(entry, probe_until=until), w), False
+        entry = evolve(entry, probing=False, burst=True, probe_until=None)
+        damping = evolve(damping, burst_deferred_total=damping.burst_deferred_total + 1)
         return _with(damping, key, entry, w, deferred=1), False
     if write == entry.written:
         # Already emitted: in flight, applied, or backing off; the planner's bookkeeping decides.
@@ -150,7 +151,7 @@ def plan_write(
         return _with(damping, key, entry, w), True
     since = entry.deferred_since if entry.deferred_since is not None else now
     first = entry.unsettled_since if entry.unsettled_since is not None else now
-    entry = attrs.evolve(entry, deferred_since=since, unsettled_since=first)
+    entry = evolve(entry, deferred_since=since, unsettled_since=first)
     if now >= write_due(entry, w):
         return _with(damping, key, entry, w), True
     return _with(damping, key, entry, w, deferred=int(since == now)), False
@@ -169,7 +170,7 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
     arrivals = (*damping.arrivals, now)[-w.burst_rows :]
     seen = len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
     until = now + w.settle if seen else damping.burst_until
-    return attrs.evolve(damping, arrivals=arrivals, burst_until=until)
+    return evolve(damping, arrivals=arrivals, burst_until=until)
 
 
 def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> float | None:
@@ -210,7 +211,7 @@ def written(damping: Damping, key: str, write: str, now: float) -> Damping:
     # Written: nothing waits, probes or bursts for it any more (the defaults); its value and write stay.
     entry = KeyChurn(entry.desired, entry.changed_at, written=write, written_at=now)
     waiting = damping.waiting.delete(key) if key in damping.waiting else damping.waiting
-    return attrs.evolve(damping, keys=damping.keys.set(key, entry), waiting=waiting)
+    return evolve(damping, keys=damping.keys.set(key, entry), waiting=waiting)
 
 
 def write_due(entry: KeyChurn, w: Windows) -> float:
@@ -235,7 +236,7 @@ def due_keys(damping: Damping, now: float, w: Windows) -> tuple[Damping, list[st
         for key, entry in damping.keys.items():
             if entry.deferred_since is None and _still(entry, now, w):
                 keys = keys.delete(key)
-        damping = attrs.evolve(damping, keys=keys, sweep_at=now + SWEEP_EVERY)
+        damping = evolve(damping, keys=keys, sweep_at=now + SWEEP_EVERY)
     return damping, due
 
 
@@ -311,28 +312,26 @@ def hold_catalog(damping: Damping, now: float, w: Windows) -> Damping:
         since = damping.catalog_held_since if damping.catalog_held_since is not None else now
         if now < since + w.cap:
             held = (
-                damping
-                if since == damping.catalog_held_since
-                else attrs.evolve(damping, catalog_held_since=since)
+                damping if since == damping.catalog_held_since else evolve(damping, catalog_held_since=since)
             )
             return wake_later(held, since + w.cap)
     if damping.catalog_held_since is None:
         return damping
-    return attrs.evolve(damping, catalog_held_since=None)
+    return evolve(damping, catalog_held_since=None)
 
 
 def catalog_written(damping: Damping, catalog_hash: str, now: float) -> Damping:
     """Track since when the written catalog has had this hash."""
     if catalog_hash == damping.stable_hash:
         return damping
-    return attrs.evolve(damping, stable_hash=catalog_hash, stable_since=now, last_done=_recent(damping, now))
+    return evolve(damping, stable_hash=catalog_hash, stable_since=now, last_done=_recent(damping, now))
 
 
 def catalog_rendered(damping: Damping, catalog_hash: str, now: float) -> Damping:
     """Track since when the rendered (desired) catalog has had this hash."""
     if catalog_hash == damping.desired_hash:
         return damping
-    return attrs.evolve(damping, desired_hash=catalog_hash, desired_since=now)
+    return evolve(damping, desired_hash=catalog_hash, desired_since=now)
 
 
 def settled_at(since: float, damping: Damping, w: Windows) -> float:
@@ -352,14 +351,14 @@ def may_act(damping: Damping, key: str, since: float, now: float, w: Windows) ->
 
 
 def acted(damping: Damping, key: str, now: float) -> Damping:
-    return attrs.evolve(damping, last_done=damping.last_done.set(key, now))
+    return evolve(damping, last_done=damping.last_done.set(key, now))
 
 
 def wake_later(damping: Damping, at: float | None) -> Damping:
     """Remember the earliest time a rollout or patch that waits may go (``None``: nothing waits)."""
     if at is None or (damping.wake_at is not None and damping.wake_at <= at):
         return damping
-    return attrs.evolve(damping, wake_at=at)
+    return evolve(damping, wake_at=at)
 
 
 def _recent(damping: Damping, now: float) -> PMap[float]:
@@ -379,7 +378,7 @@ def _with(
         waiting = waiting.set(key, write_due(entry, w))
     elif key in waiting:
         waiting = waiting.delete(key)
-    return attrs.evolve(
+    return evolve(
         damping,
         keys=damping.keys.set(key, entry),
         waiting=waiting,

@@ -34,6 +34,7 @@ from catalog_core.events import (
     SourceUnavailable,
     Ticked,
 )
+from catalog_core.evolve import evolve
 from catalog_core.keys import is_litellm_key, probe_key
 from catalog_core.plan import leadership_changed, mark_key, tick
 from catalog_core.reasons import Reason
@@ -95,22 +96,20 @@ def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
     key = probe_key(event.runtime)
     control = state.control
     if key in control.inflight:
-        control = attrs.evolve(control, inflight=control.inflight.delete(key))
+        control = evolve(control, inflight=control.inflight.delete(key))
     current = state.health.get(event.runtime)
     if current is None or current.url != event.url:
         # an answer about an endpoint we no longer trust or use
-        return state if control is state.control else attrs.evolve(state, control=control)
+        return state if control is state.control else evolve(state, control=control)
     interval = float(state.config.runtime_health_seconds)
     updated = health_rules.observe(current, event.healthy, event.detail, state.now, interval)
     pending = state.pending
     before = (current.healthy, current.failures >= 2, current.detail)
     if (updated.healthy, updated.failures >= 2, updated.detail) != before:
         item = registry.health_item(event.runtime).text
-        pending = attrs.evolve(pending, items=mark(pending.items, item))
+        pending = evolve(pending, items=mark(pending.items, item))
     # one copy of the state for the three changes (issue 7: a probe answer every few seconds per runtime)
-    return attrs.evolve(
-        state, control=control, health=state.health.set(event.runtime, updated), pending=pending
-    )
+    return evolve(state, control=control, health=state.health.set(event.runtime, updated), pending=pending)
 
 
 def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
@@ -120,33 +119,29 @@ def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
         # An answer to a command since superseded or withdrawn: re-plan. If it was applied, the next
         # observation of the target (a watch event, the LiteLLM re-read after writes) shows its effect.
         return state
-    control = attrs.evolve(state.control, inflight=state.control.inflight.delete(event.key))
+    control = evolve(state.control, inflight=state.control.inflight.delete(event.key))
     if event.outcome is Outcome.APPLIED:
-        control = attrs.evolve(
+        control = evolve(
             control,
             retries=control.retries.delete(event.key),
             failures=control.failures.delete(event.key),
             settled=control.settled.set(event.key, command.id),
         )
-        return _applied(attrs.evolve(state, control=control), command)
+        return _applied(evolve(state, control=control), command)
     if event.outcome is Outcome.RETRY:
         retry = Retry(command.id, state.now + max(0.0, event.retry_after))
-        return attrs.evolve(
-            state, control=attrs.evolve(control, retries=control.retries.set(event.key, retry))
-        )
+        return evolve(state, control=evolve(control, retries=control.retries.set(event.key, retry)))
     if event.outcome is Outcome.TERMINAL:
         failure = Failure(command.id, _failure_reason(event), event.detail)
-        control = attrs.evolve(
+        control = evolve(
             control,
             failures=control.failures.set(event.key, failure),
             retries=control.retries.delete(event.key),
         )
-        return attrs.evolve(state, control=control, pending=_records_of(state, command))
+        return evolve(state, control=control, pending=_records_of(state, command))
     # GONE: the target does not exist. Do not repeat this command until the target is observed again;
     # a LiteLLM row we meant to update is forgotten, so the plan creates it instead.
-    state = attrs.evolve(
-        state, control=attrs.evolve(control, settled=control.settled.set(event.key, command.id))
-    )
+    state = evolve(state, control=evolve(control, settled=control.settled.set(event.key, command.id)))
     if isinstance(command, UpdateLiteLLMModel | RecreateLiteLLMModel):
         return ingest.set_row(state, command.model_id, None)
     return state
@@ -164,14 +159,12 @@ def _records_of(state: CatalogState, command: Command) -> Pending:
     model_id = getattr(command, "model_id", None)
     if model_id is not None:
         records = mark_all(records, state.derived.by_id.get(model_id, frozenset()))
-    return attrs.evolve(state.pending, records=records)
+    return evolve(state.pending, records=records)
 
 
 def _settle(state: CatalogState, command: Command) -> CatalogState:
     control = state.control
-    return attrs.evolve(
-        state, control=attrs.evolve(control, settled=control.settled.set(command.key, command.id))
-    )
+    return evolve(state, control=evolve(control, settled=control.settled.set(command.key, command.id)))
 
 
 def _applied(state: CatalogState, command: Command) -> CatalogState:
@@ -186,7 +179,7 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
         )
         # set_row forgets 'settled' for a changed row; this write is what changed it.
         state = _settle(ingest.set_row(state, command.model_id, row), command)
-        return attrs.evolve(state, litellm=attrs.evolve(state.litellm, unobserved_writes=True))
+        return evolve(state, litellm=evolve(state.litellm, unobserved_writes=True))
     if isinstance(command, DeleteLiteLLMModel):
         return _settle(ingest.set_row(state, command.model_id, None), command)
     if isinstance(command, WriteCatalog):
@@ -197,19 +190,19 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
             fingerprint=command.fingerprint,
             ready=True,
         )
-        return attrs.evolve(
+        return evolve(
             state,
-            cluster=attrs.evolve(state.cluster, catalog=observed),
-            pending=attrs.evolve(state.pending, catalog=True, rollouts=True),
+            cluster=evolve(state.cluster, catalog=observed),
+            pending=evolve(state.pending, catalog=True, rollouts=True),
         )
     if isinstance(command, RollWorkload):
         key = f"{command.kind}/{command.name}"
         workload = state.cluster.workloads.get(key)
         if workload is not None:
             updated = Workload(workload.kind, workload.name, workload.uid, command.catalog_hash)
-            return attrs.evolve(
+            return evolve(
                 state,
-                cluster=attrs.evolve(state.cluster, workloads=state.cluster.workloads.set(key, updated)),
-                pending=attrs.evolve(state.pending, rollouts=True),
+                cluster=evolve(state.cluster, workloads=state.cluster.workloads.set(key, updated)),
+                pending=evolve(state.pending, rollouts=True),
             )
     return state

@@ -12,8 +12,6 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import attrs
-
 from catalog_core import raw, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
@@ -27,6 +25,7 @@ from catalog_core.events import (
     SourceUnavailable,
     Unavailability,
 )
+from catalog_core.evolve import evolve
 from catalog_core.keys import (
     RefKey,
     RefKind,
@@ -120,19 +119,19 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
     ref_kind = _DEPENDENTS_KIND.get(source)
     if ref_kind is not None:  # the claims that read this object (a route reads its Secret, its Service)
         items = mark_all(pending.items, _dependents(state, RefKey(ref_kind, name).text))
-        pending = attrs.evolve(pending, items=items)
+        pending = evolve(pending, items=items)
     elif source is SourceKind.AGENT_TEMPLATES:
-        pending = attrs.evolve(pending, templates=True)
-        control = attrs.evolve(control, settled=control.settled.delete(agent_template_key(ns, name)))
+        pending = evolve(pending, templates=True)
+        control = evolve(control, settled=control.settled.delete(agent_template_key(ns, name)))
     elif source is SourceKind.PODS:
-        pending = attrs.evolve(pending, rollouts=True)
-        control = attrs.evolve(control, settled=control.settled.delete(evict_key(ns, name)))
+        pending = evolve(pending, rollouts=True)
+        control = evolve(control, settled=control.settled.delete(evict_key(ns, name)))
     elif source in _WORKLOAD_KIND:
-        pending = attrs.evolve(pending, rollouts=True)
+        pending = evolve(pending, rollouts=True)
         key = rollout_key(ns, _WORKLOAD_KIND[source], name)
-        control = attrs.evolve(control, settled=control.settled.delete(key))
+        control = evolve(control, settled=control.settled.delete(key))
     else:
-        pending = attrs.evolve(pending, rollouts=True)
+        pending = evolve(pending, rollouts=True)
     return pending, control
 
 
@@ -149,8 +148,8 @@ def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> Cata
     updated = current.delete(key) if value is None else current.set(key, value)
     pending, control = _touched(state, source, name)
     if source is SourceKind.PODS:
-        cluster = attrs.evolve(state.cluster, pods=updated, pod_birth=_pod_birth(state, old, value))
-        return attrs.evolve(state, cluster=cluster, pending=pending, control=control)
+        cluster = evolve(state.cluster, pods=updated, pod_birth=_pod_birth(state, old, value))
+        return evolve(state, cluster=cluster, pending=pending, control=control)
     return state.with_stored(source, updated, pending=pending, control=control)
 
 
@@ -200,12 +199,12 @@ def _set_status(
     new = SourceState(status, detail, old.ever_listed or listed)
     if new == old:
         return state
-    pending = attrs.evolve(state.pending, catalog=True)
+    pending = evolve(state.pending, catalog=True)
     if not old.known and new.known:
         # Everything this source feeds may now be decidable, including owned rows held while it was unknown.
         ids = mark_all(pending.ids, (rid for rid, row in state.litellm.rows.items() if row.ours))
-        pending = attrs.evolve(pending, rollouts=True, templates=True, ids=ids)
-    return attrs.evolve(state, sources=state.sources.set(source.value, new), pending=pending)
+        pending = evolve(pending, rollouts=True, templates=True, ids=ids)
+    return evolve(state, sources=state.sources.set(source.value, new), pending=pending)
 
 
 def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
@@ -246,10 +245,10 @@ def listed(state: CatalogState, event: SourceListed) -> CatalogState:
             items = state.pending.items
             for name in scope.symmetric_difference(state.observed.secrets_scope):
                 items = mark_all(items, _dependents(state, secret_ref(name)))
-            state = attrs.evolve(
+            state = evolve(
                 state,
-                observed=attrs.evolve(state.observed, secrets_scope=scope),
-                pending=attrs.evolve(state.pending, items=items),
+                observed=evolve(state.observed, secrets_scope=scope),
+                pending=evolve(state.pending, items=items),
             )
     return _set_status(state, source, SourceStatus.LISTED)
 
@@ -292,10 +291,10 @@ def _external(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogStat
         # Unreadable: keep the last good items, report the document (behaviour §8).
         if doc.problem == observed.external_problem and uid == observed.external_uid:
             return state
-        return attrs.evolve(
+        return evolve(
             state,
-            observed=attrs.evolve(observed, external_problem=doc.problem, external_uid=uid),
-            pending=attrs.evolve(state.pending, catalog=True),
+            observed=evolve(observed, external_problem=doc.problem, external_uid=uid),
+            pending=evolve(state.pending, catalog=True),
         )
     items = observed.external_items
     document = registry.BY_KIND[SourceKind.EXTERNAL_MODELS]
@@ -311,10 +310,10 @@ def _external(state: CatalogState, obj: Mapping[str, Any] | None) -> CatalogStat
             marks = mark(marks, document.item(item.name).text)
     if uid != observed.external_uid:
         marks = mark_all(marks, (document.item(name).text for name in items))
-    return attrs.evolve(
+    return evolve(
         state,
-        observed=attrs.evolve(observed, external_items=items, external_problem=None, external_uid=uid),
-        pending=attrs.evolve(
+        observed=evolve(observed, external_items=items, external_problem=None, external_uid=uid),
+        pending=evolve(
             state.pending, items=marks, catalog=state.pending.catalog or observed.external_problem is not None
         ),
     )
@@ -328,11 +327,11 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
     if initial is None and observed is not None:
         initial = observed.previous_hash or observed.catalog_hash or ""
     ns, name = state.config.namespace, state.config.catalog_configmap
-    return attrs.evolve(
+    return evolve(
         state,
-        cluster=attrs.evolve(cluster, catalog=observed, initial_catalog_hash=initial),
-        pending=attrs.evolve(state.pending, catalog=True, rollouts=True),
-        control=attrs.evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
+        cluster=evolve(cluster, catalog=observed, initial_catalog_hash=initial),
+        pending=evolve(state.pending, catalog=True, rollouts=True),
+        control=evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
     )
 
 
@@ -397,11 +396,11 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         and retries is state.control.retries
     ):
         return state  # the usual resync: nothing new (evolve costs more than the check)
-    return attrs.evolve(
+    return evolve(
         state,
-        litellm=attrs.evolve(state.litellm, status=status, unobserved_writes=False),
-        control=attrs.evolve(state.control, failures=failures, retries=retries),
-        pending=attrs.evolve(state.pending, ids=ids),
+        litellm=evolve(state.litellm, status=status, unobserved_writes=False),
+        control=evolve(state.control, failures=failures, retries=retries),
+        pending=evolve(state.pending, ids=ids),
     )
 
 
@@ -532,19 +531,19 @@ def _set_rows(
         changed(rid)
     if rows is state.litellm.rows:
         return state  # every row as held: nothing to re-plan
-    return attrs.evolve(
+    return evolve(
         state,
-        litellm=attrs.evolve(state.litellm, rows=rows, rows_by_logical=by_logical),
-        pending=attrs.evolve(state.pending, ids=ids, logical=logical),
-        control=attrs.evolve(state.control, settled=settled),
+        litellm=evolve(state.litellm, rows=rows, rows_by_logical=by_logical),
+        pending=evolve(state.pending, ids=ids, logical=logical),
+        control=evolve(state.control, settled=settled),
     )
 
 
 def litellm_unreachable(state: CatalogState, event: LiteLLMUnreachable) -> CatalogState:
     """Keep every observed row: the last published catalog stays as it is (behaviour §8)."""
     detail = f"{event.reason}: {event.detail}" if event.detail else event.reason
-    status = attrs.evolve(state.litellm.status, reachable=False, detail=detail)
+    status = evolve(state.litellm.status, reachable=False, detail=detail)
     if status == state.litellm.status and not state.litellm.unobserved_writes:
         return state
     # No observation will confirm the writes soon: the catalog goes out with what is known.
-    return attrs.evolve(state, litellm=attrs.evolve(state.litellm, status=status, unobserved_writes=False))
+    return evolve(state, litellm=evolve(state.litellm, status=status, unobserved_writes=False))

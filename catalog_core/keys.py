@@ -12,6 +12,7 @@ string by hand.
 
 from __future__ import annotations
 
+import functools
 from enum import StrEnum
 from typing import assert_never
 
@@ -153,7 +154,9 @@ def evict_key(namespace: str, name: str) -> str:
     return CommandKey(CommandKind.EVICT, (namespace, name)).text
 
 
+@functools.lru_cache(maxsize=4096)
 def probe_key(health_key: str) -> str:
+    """Cached (issue 15, P6): every probe and its answer ask for it; a runtime keeps its key."""
     return CommandKey(CommandKind.PROBE, (health_key,)).text
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 from typing import assert_never
 
-import attrs
-
 from catalog_core import damping as churn
 from catalog_core import registry
 from catalog_core.commands import (
@@ -30,6 +28,7 @@ from catalog_core.commands import (
     WriteCatalog,
 )
 from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.evolve import evolve
 from catalog_core.jsonval import Json
 from catalog_core.keys import (
     CommandKey,
@@ -73,14 +72,14 @@ class _Out:
             queued = control.inflight.get(key)
             if queued is not None and not isinstance(queued, READ_COMMANDS):
                 # Desired and observed agree again: a write still queued for this key must not run.
-                self.state = attrs.evolve(
-                    self.state, control=attrs.evolve(control, inflight=control.inflight.delete(key))
+                self.state = evolve(
+                    self.state, control=evolve(control, inflight=control.inflight.delete(key))
                 )
             return False
         if not _admit(control, control.inflight, now, key, command):
             return False
-        control = attrs.evolve(control, inflight=control.inflight.set(key, command))
-        self.state = attrs.evolve(self.state, control=control)
+        control = evolve(control, inflight=control.inflight.set(key, command))
+        self.state = evolve(self.state, control=control)
         self.commands.append(command)
         return True
 
@@ -93,15 +92,15 @@ class _Out:
             return
         if self.emit(event.key, event):
             control = self.state.control
-            self.state = attrs.evolve(
-                self.state, control=attrs.evolve(control, announced=control.announced.set(key, event.id))
+            self.state = evolve(
+                self.state, control=evolve(control, announced=control.announced.set(key, event.id))
             )
 
     def forget(self, key: str) -> None:
         control = self.state.control
         if key in control.announced:
-            control = attrs.evolve(control, announced=control.announced.delete(key))
-            self.state = attrs.evolve(self.state, control=control)
+            control = evolve(control, announced=control.announced.delete(key))
+            self.state = evolve(self.state, control=control)
 
 
 def _admit(control: Control, inflight: PMap[Command], now: float, key: str, command: Command) -> bool:
@@ -135,7 +134,7 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
 
 
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
-    state = attrs.evolve(state, now=max(state.now, now))
+    state = evolve(state, now=max(state.now, now))
     state = _due_retries(state)
     state = _due_damped(state)
     wanted_before = state.derived.wanted_secrets
@@ -178,15 +177,15 @@ def leadership_changed(state: CatalogState, leading: bool) -> CatalogState:
         reads: PMap[Command] = PMap.of(
             (k, c) for k, c in control.inflight.items() if isinstance(c, READ_COMMANDS)
         )
-        control = attrs.evolve(control, leading=False, inflight=reads, retries=empty(), settled=empty())
-        return attrs.evolve(state, control=control)
+        control = evolve(control, leading=False, inflight=reads, retries=empty(), settled=empty())
+        return evolve(state, control=control)
     pending = state.pending
     ids = mark_all(pending.ids, state.litellm.rows)
     ids = mark_all(ids, state.derived.winners)
     records = mark_all(pending.records, state.derived.candidates)
-    pending = attrs.evolve(pending, ids=ids, records=records, catalog=True, templates=True, rollouts=True)
-    control = attrs.evolve(control, leading=True, announced=empty())
-    return attrs.evolve(state, control=control, pending=pending)
+    pending = evolve(pending, ids=ids, records=records, catalog=True, templates=True, rollouts=True)
+    control = evolve(control, leading=True, announced=empty())
+    return evolve(state, control=control, pending=pending)
 
 
 def _due_retries(state: CatalogState) -> CatalogState:
@@ -205,10 +204,10 @@ def _due_damped(state: CatalogState) -> CatalogState:
         return state
     damping, due = churn.due_keys(damping, state.now, churn.Windows.of(state.config))
     if damping.wake_at is not None and state.now >= damping.wake_at:
-        damping = attrs.evolve(damping, wake_at=None)
-        state = attrs.evolve(state, pending=attrs.evolve(state.pending, rollouts=True, templates=True))
+        damping = evolve(damping, wake_at=None)
+        state = evolve(state, pending=evolve(state.pending, rollouts=True, templates=True))
     if damping is not state.damping:
-        state = attrs.evolve(state, damping=damping)
+        state = evolve(state, damping=damping)
     for key in due:
         state = mark_key(state, key)
     return state
@@ -222,23 +221,23 @@ def mark_key(state: CatalogState, key: str) -> CatalogState:
     pending = state.pending
     match parsed.kind:
         case CommandKind.LITELLM:
-            pending = attrs.evolve(pending, ids=mark(pending.ids, parsed.last))
+            pending = evolve(pending, ids=mark(pending.ids, parsed.last))
         case CommandKind.CATALOG:
-            pending = attrs.evolve(pending, catalog=True)
+            pending = evolve(pending, catalog=True)
         case CommandKind.AGENT_TEMPLATE:
-            pending = attrs.evolve(pending, templates=True)
+            pending = evolve(pending, templates=True)
         case CommandKind.ROLLOUT | CommandKind.EVICT:
-            pending = attrs.evolve(pending, rollouts=True)
+            pending = evolve(pending, rollouts=True)
         case CommandKind.PROBE:
-            pending = attrs.evolve(pending, items=mark(pending.items, registry.health_item(parsed.last).text))
+            pending = evolve(pending, items=mark(pending.items, registry.health_item(parsed.last).text))
         case CommandKind.WATCH:
             # The secret watch is planned from its id: forget it so the next tick asks again.
-            return attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=""))
+            return evolve(state, control=evolve(state.control, secret_watch=""))
         case CommandKind.EVENT:
             return state
         case _:
             assert_never(parsed.kind)
-    return attrs.evolve(state, pending=pending)
+    return evolve(state, pending=pending)
 
 
 def _index(index: PMap[frozenset[str]], key: str, item: str, add: bool) -> PMap[frozenset[str]]:
@@ -293,9 +292,9 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
             if parsed is not None and parsed.kind is RefKind.SECRET
         )
         wanted = wanted if now_wanted == wanted else now_wanted
-    return attrs.evolve(
+    return evolve(
         state,
-        derived=attrs.evolve(
+        derived=evolve(
             d,
             candidates=cands,
             last_good=last_good,
@@ -305,7 +304,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
             wanted_secrets=wanted,
         ),
         health=health,
-        pending=attrs.evolve(p, items=NO_MARKS, names=names, ids=ids, records=records),
+        pending=evolve(p, items=NO_MARKS, names=names, ids=ids, records=records),
     )
 
 
@@ -323,7 +322,7 @@ def _secret_watch(out: _Out) -> None:
     state = out.state
     command = WatchSecrets(state.config.namespace, secret_watches(state))
     if command.id != state.control.secret_watch:
-        out.state = attrs.evolve(state, control=attrs.evolve(state.control, secret_watch=command.id))
+        out.state = evolve(state, control=evolve(state.control, secret_watch=command.id))
         out.emit(command.key, command)
 
 
@@ -336,16 +335,17 @@ def _probes(out: _Out) -> None:
     for runtime, record in state.health.items():
         if health_rules.probe_due(record, now):
             command = _probe(runtime, record.url)
+            key = command.key
             health = health.set(runtime, health_rules.started(record, now))
             # a probe whose answer was lost is not "in flight" forever
-            inflight = inflight.delete(command.key)
-            if _admit(control, inflight, now, command.key, command):
-                inflight = inflight.set(command.key, command)
+            inflight = inflight.delete(key)
+            if _admit(control, inflight, now, key, command):
+                inflight = inflight.set(key, command)
                 out.commands.append(command)
     if health is not state.health:  # most ticks probe nothing: no copy then
         if inflight is not control.inflight:
-            control = attrs.evolve(control, inflight=inflight)
-        out.state = attrs.evolve(state, health=health, control=control)
+            control = evolve(control, inflight=inflight)
+        out.state = evolve(state, health=health, control=control)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -394,10 +394,10 @@ def _routes(out: _Out) -> None:
             )
             entries = entries.set(name, entry) if entry is not None else entries.delete(name)
     p = out.state.pending
-    out.state = attrs.evolve(
+    out.state = evolve(
         out.state,
-        derived=attrs.evolve(out.state.derived, records=records, entries=entries),
-        pending=attrs.evolve(
+        derived=evolve(out.state.derived, records=records, entries=entries),
+        pending=evolve(
             p,
             names=NO_MARKS,
             ids=NO_MARKS,
@@ -428,7 +428,7 @@ def _litellm(out: _Out, rid: str) -> None:
     if go:
         damping = churn.written(damping, key, write, state.now)
     if damping is not state.damping:
-        out.state = attrs.evolve(state, damping=damping)
+        out.state = evolve(state, damping=damping)
     out.emit(key, command if go else None)
 
 
@@ -492,7 +492,7 @@ def _catalog(out: _Out) -> None:
         return
     damping = churn.hold_catalog(state.damping, state.now, churn.Windows.of(state.config))
     if damping is not state.damping:
-        out.state = state = attrs.evolve(state, damping=damping)
+        out.state = state = evolve(state, damping=damping)
     if damping.catalog_held_since is not None:
         return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
     rendered = rendered_catalog(state)
@@ -502,11 +502,11 @@ def _catalog(out: _Out) -> None:
         state.derived.desired_catalog_hash,
         state.derived.desired_catalog_fingerprint,
     )
-    out.state = attrs.evolve(
+    out.state = evolve(
         state,
         damping=churn.catalog_rendered(state.damping, rendered.catalog_hash, state.now),
-        pending=attrs.evolve(state.pending, catalog=False, rollouts=state.pending.rollouts or moved),
-        derived=attrs.evolve(
+        pending=evolve(state.pending, catalog=False, rollouts=state.pending.rollouts or moved),
+        derived=evolve(
             state.derived,
             desired_catalog_hash=rendered.catalog_hash,
             desired_catalog_fingerprint=rendered.fingerprint,
@@ -552,7 +552,7 @@ def _templates(out: _Out) -> None:
     cfg = state.config
     if not state.pending.templates or state.pending.catalog:
         return  # patch onto the catalog about to stay (its hash is known once it is rendered)
-    out.state = attrs.evolve(state, pending=attrs.evolve(state.pending, templates=False))
+    out.state = evolve(state, pending=evolve(state.pending, templates=False))
     if not cfg.agent_template_sync_enabled or not state.source(SourceKind.AGENT_TEMPLATES).known:
         return
     entries = list(state.derived.entries.values())
@@ -586,7 +586,7 @@ def _rollouts(out: _Out) -> None:
     state = out.state
     if not state.pending.rollouts or state.pending.catalog:
         return  # roll consumers only onto the catalog that is about to stay
-    out.state = attrs.evolve(state, pending=attrs.evolve(state.pending, rollouts=False))
+    out.state = evolve(state, pending=evolve(state.pending, rollouts=False))
     observed = state.cluster.catalog
     if (
         not state.config.consumer_restart_enabled
@@ -601,10 +601,10 @@ def _rollouts(out: _Out) -> None:
     for pod in state.cluster.pods.values():
         if pod.uid not in births:
             births = births.set(pod.uid, state.cluster.initial_catalog_hash or "")
-    out.state = attrs.evolve(out.state, cluster=attrs.evolve(out.state.cluster, pod_birth=births))
+    out.state = evolve(out.state, cluster=evolve(out.state.cluster, pod_birth=births))
     ns = state.config.namespace
     now, windows = state.now, churn.Windows.of(state.config)
-    out.state = attrs.evolve(
+    out.state = evolve(
         out.state, damping=churn.catalog_written(out.state.damping, observed.catalog_hash, now)
     )
     for target in targets(out.state):
@@ -620,13 +620,13 @@ def _rollouts(out: _Out) -> None:
 def _wait(out: _Out, at: float, flag: str) -> None:
     """Plan the rollouts or template patches (``flag``) again at ``at``."""
     state = out.state
-    out.state = attrs.evolve(
+    out.state = evolve(
         state,
         damping=churn.wake_later(state.damping, at),
         pending=(
-            attrs.evolve(state.pending, rollouts=True)
+            evolve(state.pending, rollouts=True)
             if flag == "rollouts"
-            else attrs.evolve(state.pending, templates=True)
+            else evolve(state.pending, templates=True)
         ),
     )
 
@@ -643,4 +643,4 @@ def _settled_emit(out: _Out, command: Command, since: float, windows: churn.Wind
         _wait(out, wait, flag)
         return
     if out.emit(command.key, command):
-        out.state = attrs.evolve(out.state, damping=churn.acted(out.state.damping, command.key, state.now))
+        out.state = evolve(out.state, damping=churn.acted(out.state.damping, command.key, state.now))

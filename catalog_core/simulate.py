@@ -38,6 +38,7 @@ from catalog_core.events import (
     SourceListed,
     Ticked,
 )
+from catalog_core.evolve import evolve
 from catalog_core.fold import step
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
@@ -100,10 +101,10 @@ class SimulatedWorld:
             exists = command.model_id in self.rows
             if isinstance(command, CreateLiteLLMModel) and exists:
                 # LiteLLM answers 500 on a duplicate id; the adapter re-observes and retries.
-                return [attrs.evolve(done, outcome=Outcome.RETRY, retry_after=1.0), self.rows_event()]
+                return [evolve(done, outcome=Outcome.RETRY, retry_after=1.0), self.rows_event()]
             if isinstance(command, UpdateLiteLLMModel):
                 if not exists:
-                    return [attrs.evolve(done, outcome=Outcome.GONE)]
+                    return [evolve(done, outcome=Outcome.GONE)]
                 current = self.rows[command.model_id]
                 body = {
                     "model_name": body["model_name"],
@@ -147,7 +148,7 @@ class SimulatedWorld:
         if isinstance(command, PatchAgentTemplate):
             template = self.templates.get(command.name)
             if template is None:
-                return [attrs.evolve(done, outcome=Outcome.GONE)]
+                return [evolve(done, outcome=Outcome.GONE)]
             patch = dict(command.patch.value())
             patch.pop("metadata", None)
             self.templates[command.name] = apply_merge_patch(template, patch)
@@ -163,7 +164,7 @@ class SimulatedWorld:
             key = f"{command.kind}/{command.name}"
             workload = self.workloads.get(key)
             if workload is None:
-                return [attrs.evolve(done, outcome=Outcome.GONE)]
+                return [evolve(done, outcome=Outcome.GONE)]
             self.workloads[key] = apply_merge_patch(
                 workload,
                 {

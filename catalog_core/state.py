@@ -16,6 +16,7 @@ from catalog_core.commands import ApiKeyRef, Command
 from catalog_core.config import CatalogConfig
 from catalog_core.damping import Damping
 from catalog_core.events import SourceKind
+from catalog_core.evolve import evolve
 from catalog_core.jsonval import Json
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason, RouteState
@@ -365,9 +366,9 @@ class CatalogState:
         if place is None:
             stores = self.observed.stores
             stores = stores.set(kind, objects) if objects else stores.delete(kind)
-            return attrs.evolve(self, observed=attrs.evolve(self.observed, stores=stores), **changes)
+            return evolve(self, observed=evolve(self.observed, stores=stores), **changes)
         group = getattr(self, place[0])
-        return attrs.evolve(self, **{place[0]: attrs.evolve(group, **{place[1]: objects})}, **changes)
+        return evolve(self, **{place[0]: evolve(group, **{place[1]: objects})}, **changes)
 
 
 _EMPTY: PMap[Any] = empty()

@@ -6,11 +6,10 @@ import functools
 import re
 from typing import Any
 
-import attrs
-
 from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
+from catalog_core.evolve import evolve
 from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
@@ -34,7 +33,7 @@ def checked(state: CatalogState, claim: Candidate | None) -> Candidate | None:
     if field is not None:
         return _with_last_good(
             state,
-            attrs.evolve(claim, route=None),
+            evolve(claim, route=None),
             Reason.ENV_REFERENCE_REJECTED,
             f"{field} starts with os.environ/, which LiteLLM would read from its own environment",
             claim.refs,
@@ -80,7 +79,7 @@ def _with_last_good(
         if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING
         else None
     )
-    return attrs.evolve(base, route=route, reason=reason, message=message, refs=refs)
+    return evolve(base, route=route, reason=reason, message=message, refs=refs)
 
 
 def kubeai_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
@@ -100,7 +99,7 @@ def kubeai_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate |
         )
     if model.problem is not None:
         return _with_last_good(state, base, model.problem.reason, model.problem.message)
-    return attrs.evolve(base, route=kubeai_route(model, item, spec, state.config))
+    return evolve(base, route=kubeai_route(model, item, spec, state.config))
 
 
 _HOW_TO_ALLOW = (
@@ -176,12 +175,12 @@ def _resolve_key(state: CatalogState, spec: SecretKeyRef | InlineKey | None) -> 
 def _external_claim(state: CatalogState, base: Candidate, model: ExternalModel, spec: Origin) -> Candidate:
     if not model.enabled:
         return _with_last_good(state, base, Reason.DISABLED, "enabled is false")
-    base = attrs.evolve(base, warnings=model.warnings)
+    base = evolve(base, warnings=model.warnings)
     api_key, reason, message, refs = _resolve_key(state, model.api_key)
     if reason is not None:
         return _with_last_good(state, base, reason, message, refs)
     route = external_route(model, base.item, spec, api_key)
-    return attrs.evolve(base, route=route, refs=refs)
+    return evolve(base, route=route, refs=refs)
 
 
 def external_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
@@ -282,7 +281,7 @@ def runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate 
     ref = service_ref(service) if service is not None else ""
     refs = claim.refs if service is None or ref in claim.refs else (*claim.refs, ref)
     route = claim.route if trusted_endpoint(state, url) is not None else None
-    return attrs.evolve(claim, route=route, refs=refs)
+    return evolve(claim, route=route, refs=refs)
 
 
 def _runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
@@ -357,8 +356,8 @@ def _runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate
         reason = Reason.HEALTH_CHECK_FAILED if failed else Reason.HEALTH_CHECK_PENDING
         detail = health.detail if health is not None and health.url == health_url else ""
         message = f"GET {health_url}: {detail}" if detail else f"waiting for GET {health_url} to succeed"
-        return attrs.evolve(base, reason=reason, message=message, refs=refs, health_url=health_url)
-    return attrs.evolve(base, route=route, refs=refs, health_url=health_url)
+        return evolve(base, reason=reason, message=message, refs=refs, health_url=health_url)
+    return evolve(base, route=route, refs=refs, health_url=health_url)
 
 
 def _service_of(url: str) -> str | None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import attrs
-
+from catalog_core.evolve import evolve
 from catalog_core.state import RuntimeHealth
 
 FAILURES_TO_WITHDRAW = 2
@@ -26,16 +25,16 @@ def probe_due(health: RuntimeHealth, now: float) -> bool:
 
 
 def started(health: RuntimeHealth, now: float) -> RuntimeHealth:
-    return attrs.evolve(health, probing_since=now)
+    return evolve(health, probing_since=now)
 
 
 def observe(health: RuntimeHealth, healthy: bool, detail: str, now: float, interval: float) -> RuntimeHealth:
     if healthy:
-        return attrs.evolve(
+        return evolve(
             health, healthy=True, failures=0, probing_since=None, next_probe_at=now + interval, detail=""
         )
     failures = health.failures + 1
-    return attrs.evolve(
+    return evolve(
         health,
         healthy=health.healthy and failures < FAILURES_TO_WITHDRAW,
         failures=failures,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import attrs
-
+from catalog_core.evolve import evolve
 from catalog_core.keys import litellm_key
 from catalog_core.reasons import Reason, RouteState, state_of
 from catalog_core.rules.entries import published_route
@@ -16,7 +15,7 @@ def record_for(state: CatalogState, item: str) -> RouteRecord | None:
     if cand is None:
         return None
     record = _record(state, item, cand)
-    return attrs.evolve(record, warnings=cand.warnings) if cand.warnings else record
+    return evolve(record, warnings=cand.warnings) if cand.warnings else record
 
 
 def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import attrs
-
+from catalog_core.evolve import evolve
 from catalog_core.reasons import Reason
 from catalog_core.registry import rank
 from catalog_core.state import CatalogState
@@ -83,5 +82,5 @@ def resolve(
     for rid in all_ids:
         winner = taken_ids.get(rid)
         winners = winners.set(rid, winner) if winner is not None else winners.delete(rid)
-    derived = attrs.evolve(state.derived, winners=winners, losses=losses)
-    return attrs.evolve(state, derived=derived), items, all_names, all_ids
+    derived = evolve(state.derived, winners=winners, losses=losses)
+    return evolve(state, derived=derived), items, all_names, all_ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from catalog_core.evolve import evolve
 from catalog_core.sources.consumers import ConsumerPod
 from catalog_core.state import CatalogState
 
@@ -50,5 +51,5 @@ def targets(state: CatalogState) -> list[RolloutTarget]:
     for key, target in out.items():
         started = births.get(key)
         if target.current_hash is None and started is not None and len(started) == 1:
-            out[key] = attrs.evolve(target, current_hash=next(iter(started)))
+            out[key] = evolve(target, current_hash=next(iter(started)))
     return [out[k] for k in sorted(out)]

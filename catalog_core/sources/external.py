@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
+from catalog_core.evolve import evolve
 from catalog_core.reasons import Reason
 from catalog_core.redact import (
     INLINE_KEY_FIELDS,
@@ -299,7 +300,7 @@ class ExternalModelsDocument:
         items: list[ExternalItem] = []
         for index, item in enumerate(parsed):
             if item.name == "?":
-                items.append(attrs.evolve(item, name=f"models.json[{index}]"))
+                items.append(evolve(item, name=f"models.json[{index}]"))
             elif (winner := last[item.name]) != index:
                 message = f"{item.name!r} is defined again in models.json[{winner}], the definition used"
                 items.append(
