@@ -165,7 +165,7 @@ def _put_item(state: CatalogState, spec: SourceSpec, name: str, value: Any) -> C
     ref_kind = _DEPENDENTS_KIND.get(kind)
     if ref_kind is not None:  # the claims that read this object (a runtime reads its activation)
         items = mark_all(items, _dependents(state, RefKey(ref_kind, name).text))
-    items = mark(items, spec.item(name).text)
+    items = mark(items, spec.item_text(name))
     return state.with_route_items(kind, updated, items)
 
 

@@ -107,7 +107,7 @@ class Run:
     fingerprint escapes each file's text in one C call instead (``json``'s string encoder).
     """
 
-    __slots__ = ("_at", "_canonical", "_fragments", "_keys", "_names", "is_object")
+    __slots__ = ("_at", "_canonical", "_fragments", "_keys", "_lengths", "_names", "is_object")
 
     def __init__(self, *, is_object: bool = False) -> None:
         self.is_object = is_object
@@ -115,6 +115,7 @@ class Run:
         self._fragments: list[Fragment] = []
         self._names: list[str] = []  # an object's member names, else empty strings
         self._at: dict[str, list[str]] = {}  # container line break -> the members' texts at that depth
+        self._lengths: dict[str, int] = {}  # container line break -> the sum of those texts' lengths
         self._canonical: list[str] | None = None
 
     def __len__(self) -> int:
@@ -130,7 +131,9 @@ class Run:
         if i < len(self._keys) and self._keys[i] == key:
             self._fragments[i], self._names[i] = fragment, name
             for newline, texts in self._at.items():
-                texts[i] = self._member(fragment, name, newline + "  ")
+                text = self._member(fragment, name, newline + "  ")
+                self._lengths[newline] += len(text) - len(texts[i])
+                texts[i] = text
             if self._canonical is not None:
                 self._canonical[i] = self._member_canonical(fragment, name)
             return
@@ -138,7 +141,9 @@ class Run:
         self._fragments.insert(i, fragment)
         self._names.insert(i, name)
         for newline, texts in self._at.items():
-            texts.insert(i, self._member(fragment, name, newline + "  "))
+            text = self._member(fragment, name, newline + "  ")
+            self._lengths[newline] += len(text)
+            texts.insert(i, text)
         if self._canonical is not None:
             self._canonical.insert(i, self._member_canonical(fragment, name))
 
@@ -148,7 +153,8 @@ class Run:
             raise KeyError(key)
         for parallel in (self._keys, self._fragments, self._names):
             del parallel[i]
-        for texts in self._at.values():
+        for newline, texts in self._at.items():
+            self._lengths[newline] -= len(texts[i])
             del texts[i]
         if self._canonical is not None:
             del self._canonical[i]
@@ -168,7 +174,14 @@ class Run:
             found = self._at[newline] = [
                 self._member(f, n, inner) for f, n in zip(self._fragments, self._names, strict=True)
             ]
+            self._lengths[newline] = sum(map(len, found))
         return found
+
+    def length_at_least(self) -> int:
+        """A lower bound of the length of this run's text, known without joining it: the length of its
+        members' texts at the depth it was rendered at (the longest, if at several; 0 before its first
+        render)."""
+        return max(self._lengths.values(), default=0)
 
     def _brackets(self) -> tuple[str, str]:
         return ("{", "}") if self.is_object else ("[", "]")

@@ -19,6 +19,11 @@ from typing import assert_never
 import attrs
 
 
+def item_text(prefix: str, name: str) -> str:
+    """``ItemKey(prefix, name).text`` without making the key (the watch events' path, issue 15, P5)."""
+    return f"{prefix}/{name}"
+
+
 @attrs.frozen
 class ItemKey:
     prefix: str  # the item prefix of its source (registry.SourceSpec.item_prefix)
@@ -26,7 +31,7 @@ class ItemKey:
 
     @property
     def text(self) -> str:
-        return f"{self.prefix}/{self.name}"
+        return item_text(self.prefix, self.name)
 
     @classmethod
     def parse(cls, text: str) -> ItemKey:

@@ -49,7 +49,13 @@ from catalog_core.rules.agent_templates import is_target, template_patch
 from catalog_core.rules.entries import entry_for
 from catalog_core.rules.litellm_plan import litellm_command
 from catalog_core.rules.records import record_for
-from catalog_core.rules.render import RenderedCatalog, render_catalog, render_incremental
+from catalog_core.rules.render import (
+    OversizedCatalog,
+    RenderedCatalog,
+    render_catalog,
+    render_incremental,
+    render_within,
+)
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
 from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, configmap_data_size
@@ -475,6 +481,13 @@ def rendered_catalog(state: CatalogState) -> RenderedCatalog:
     return render_incremental(d.entries, d.records, _document_records(state), state.config)
 
 
+def catalog_within(state: CatalogState, limit: int) -> RenderedCatalog | OversizedCatalog:
+    """``rendered_catalog``, or only its hash when its data is known without rendering to exceed ``limit``
+    bytes (``render_within``): what the plan writes, or says it cannot."""
+    d = state.derived
+    return render_within(d.entries, d.records, _document_records(state), state.config, limit)
+
+
 def full_catalog(state: CatalogState) -> RenderedCatalog:
     """``rendered_catalog`` rendered from scratch: the oracle the incremental render is tested against."""
     return render_catalog(state.derived.entries.values(), all_records(state), state.config)
@@ -495,7 +508,7 @@ def _catalog(out: _Out) -> None:
         out.state = state = evolve(state, damping=damping)
     if damping.catalog_held_since is not None:
         return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
-    rendered = rendered_catalog(state)
+    rendered = catalog_within(state, CONFIGMAP_DATA_LIMIT)
     cfg = state.config
     # Rollouts read the catalog only through its hash and fingerprint: re-plan them when those moved.
     moved = (rendered.catalog_hash, rendered.fingerprint) != (
@@ -528,8 +541,7 @@ def _catalog(out: _Out) -> None:
     ):
         out.forget(configmap_announcement("catalog"))
         return
-    size = configmap_data_size(rendered.data)
-    if size > CONFIGMAP_DATA_LIMIT:
+    if isinstance(rendered, OversizedCatalog) or configmap_data_size(rendered.data) > CONFIGMAP_DATA_LIMIT:
         # The API server would refuse it: keep the catalog apps already read (LiteLLM still routes the
         # new models) and say why, once, instead of a write that can only fail.
         ref = ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.catalog_configmap, "")

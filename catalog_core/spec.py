@@ -15,7 +15,7 @@ import attrs
 
 from catalog_core.commands import ObjectRef
 from catalog_core.events import SourceKind
-from catalog_core.keys import ItemKey
+from catalog_core.keys import ItemKey, item_text
 from catalog_core.sources.common import LabelMatch, Problem
 from catalog_core.state import Candidate, CatalogState
 from catalog_core.trim import Spec as TrimSpec
@@ -80,6 +80,10 @@ class SourceSpec:
 
     def item(self, name: str) -> ItemKey:
         return ItemKey(self.item_prefix, name)
+
+    def item_text(self, name: str) -> str:
+        """``item(name).text``, without making the key."""
+        return item_text(self.item_prefix, name)
 
     def route_id(self, model_name: str) -> str:
         return f"{ID_PREFIX}{self.id_family}-{slug(model_name)}"

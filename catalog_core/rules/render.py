@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Container, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -206,34 +206,60 @@ class CatalogParts:
     def remove_record(self, key: tuple[Any, ...]) -> None:
         self.routes.remove(key)
 
+    def _defaults(self) -> tuple[str, str, Any]:
+        """The default chat model, the default embedding model and OpenClaw's compaction settings."""
+        config = self.config
+        default_chat = _pick(config.default_chat_model, self.chat_entries, self.chat)
+        default_embedding = _pick(config.default_embedding_model, self.embedding_ids, self.embedding)
+        default_entry = self.chat_entries.get(default_chat)
+        return (
+            default_chat,
+            default_embedding,
+            openclaw_compaction(default_entry.context_window if default_entry else None),
+        )
+
+    def catalog_hash(self) -> str:
+        """The catalog's hash (``AI_APPLIANCE_MODEL_CATALOG_HASH``): of the models and the defaults."""
+        config = self.config
+        default_chat, default_embedding, compaction = self._defaults()
+        return short_hash(
+            canonical_join(
+                {
+                    "models": self.models,
+                    "defaultChatModel": default_chat,
+                    "defaultEmbeddingModel": default_embedding,
+                    "opencodeDefaultContextTokens": config.opencode_default_context_tokens,
+                    "opencodeDefaultOutputTokens": config.opencode_default_output_tokens,
+                    "paperclipOpenCodeMaxOutputTokens": config.paperclip_max_output_tokens,
+                    "paperclipOpenCodeContextHeadroomTokens": config.paperclip_headroom_tokens,
+                    "openclawCompaction": compaction,
+                    "openclawToolsProfile": config.openclaw_tools_profile,
+                }
+            )
+        )
+
+    def data_size_at_least(self) -> int:
+        """A lower bound of the rendered data's size in bytes, known without rendering: every run is in
+        at least one file, and its text is ASCII (``pretty`` escapes the rest)."""
+        runs = (
+            self.models,
+            self.chat,
+            self.embedding,
+            self.openclaw,
+            self.hermes,
+            self.opencode,
+            self.paperclip,
+            self.adapter,
+            self.routes,
+        )
+        return sum(run.length_at_least() for run in runs)
+
     def files(self, *, placeholder: bool = False) -> tuple[dict[str, Any], str]:
         """Every data key's value (the large ones as values holding ``Run``s, not rendered yet), and the
         catalog hash."""
         config = self.config
-        chat_ids = self.chat_entries
-        default_chat = _pick(config.default_chat_model, chat_ids, self.chat)
-        default_embedding = _pick(config.default_embedding_model, self.embedding_ids, self.embedding)
-        default_entry = chat_ids.get(default_chat)
-        compaction = openclaw_compaction(default_entry.context_window if default_entry else None)
-        catalog_hash = (
-            BOOTSTRAP_HASH
-            if placeholder
-            else short_hash(
-                canonical_join(
-                    {
-                        "models": self.models,
-                        "defaultChatModel": default_chat,
-                        "defaultEmbeddingModel": default_embedding,
-                        "opencodeDefaultContextTokens": config.opencode_default_context_tokens,
-                        "opencodeDefaultOutputTokens": config.opencode_default_output_tokens,
-                        "paperclipOpenCodeMaxOutputTokens": config.paperclip_max_output_tokens,
-                        "paperclipOpenCodeContextHeadroomTokens": config.paperclip_headroom_tokens,
-                        "openclawCompaction": compaction,
-                        "openclawToolsProfile": config.openclaw_tools_profile,
-                    }
-                )
-            )
-        )
+        default_chat, default_embedding, compaction = self._defaults()
+        catalog_hash = BOOTSTRAP_HASH if placeholder else self.catalog_hash()
         ready = "false" if placeholder else "true"
         opencode_model = f"litellm/{default_chat}" if default_chat else ""
         base = config.litellm_api_base
@@ -412,6 +438,20 @@ class IncrementalCatalog:
 _WARM: list[IncrementalCatalog] = []
 
 
+@attrs.frozen
+class OversizedCatalog:
+    """A catalog whose data is known to exceed ``limit`` bytes, so it was not rendered: only its hash.
+
+    Performance (issue 15, P1): a catalog that cannot be written is not worth its render, which hashes
+    every file (~40 ms at 10,000 models, once per change: the stall bunched the watch's deliveries)."""
+
+    catalog_hash: str
+    data_size_at_least: int
+
+    # Stands for the fingerprint of data never rendered: no observed ConfigMap has it.
+    fingerprint: ClassVar[str] = "oversized"
+
+
 def render_incremental(
     entries: PMap[CatalogEntry],
     records: PMap[RouteRecord],
@@ -420,6 +460,30 @@ def render_incremental(
 ) -> RenderedCatalog:
     """``render_catalog(entries.values(), [*records.values(), *extras], config)``, at the cost of what
     changed since the last call."""
+    rendered = _incremental(entries, records, extras, config, None)
+    assert isinstance(rendered, RenderedCatalog)
+    return rendered
+
+
+def render_within(
+    entries: PMap[CatalogEntry],
+    records: PMap[RouteRecord],
+    extras: tuple[RouteRecord, ...],
+    config: CatalogConfig,
+    limit: int,
+) -> RenderedCatalog | OversizedCatalog:
+    """``render_incremental``, or only the hash when the data is known without rendering it to exceed
+    ``limit`` bytes (a lower bound: a catalog near the limit is rendered and measured)."""
+    return _incremental(entries, records, extras, config, limit)
+
+
+def _incremental(
+    entries: PMap[CatalogEntry],
+    records: PMap[RouteRecord],
+    extras: tuple[RouteRecord, ...],
+    config: CatalogConfig,
+    limit: int | None,
+) -> RenderedCatalog | OversizedCatalog:
     try:
         warm = _WARM.pop()
     except IndexError:
@@ -427,7 +491,11 @@ def render_incremental(
     if warm.config is not config:
         warm = IncrementalCatalog(config)
     warm.update(entries, records, extras)
-    rendered = warm.parts.render()
+    parts = warm.parts
+    size = parts.data_size_at_least()
+    rendered: RenderedCatalog | OversizedCatalog = (
+        OversizedCatalog(parts.catalog_hash(), size) if limit is not None and size > limit else parts.render()
+    )
     if not _WARM:  # after an exception the half-updated one is dropped, never put back
         _WARM.append(warm)
     return rendered

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import Fragment, Run, pretty
-from catalog_core.plan import full_catalog, rendered_catalog
+from catalog_core.plan import catalog_within, full_catalog, rendered_catalog
 from catalog_core.rules import render
-from catalog_core.sources.catalog_configmap import data_fingerprint
+from catalog_core.sources.catalog_configmap import configmap_data_size, data_fingerprint
 from catalog_core.state import CatalogState
 from tests.core import strategies as core_gen
 from tests.core.harness import Cluster
@@ -33,6 +33,20 @@ def _agree(state: CatalogState) -> None:
     assert kept.data == fresh.data
     assert kept.catalog_hash == fresh.catalog_hash
     assert kept.fingerprint == fresh.fingerprint == data_fingerprint(dict(fresh.data))
+    _within_agrees(state, fresh)
+
+
+def _within_agrees(state: CatalogState, fresh: render.RenderedCatalog) -> None:
+    """Under a size limit the render is skipped only for data that is larger, and the hash is the same."""
+    size = configmap_data_size(fresh.data)
+    for limit in (0, 1, size // 2, size - 1, size, size + 1):
+        within = catalog_within(state, limit)
+        if isinstance(within, render.OversizedCatalog):
+            assert size > limit
+            assert within.data_size_at_least <= size
+            assert within.catalog_hash == fresh.catalog_hash
+        else:
+            assert within == fresh
 
 
 @settings(max_examples=60, deadline=None)
