@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,7 @@ import attrs
 from catalog_core import raw
 from catalog_core.sources.common import (
     ACTIVATION_LABEL,
+    COMPUTE_TARGET_ANNOTATION,
     CONTEXT_WINDOW_ANNOTATION,
     ENDPOINT_ANNOTATION,
     ENGINE_ANNOTATION,
@@ -24,7 +26,8 @@ from catalog_core.sources.common import (
     compute_target,
     unreadable,
 )
-from catalog_core.values import compute_target_from_profile
+from catalog_core.trim import REJECTED
+from catalog_core.values import COMPUTE_TARGETS, MAX_TOKENS, compute_target_from_profile
 
 FREETOKEN = "freetoken"
 # A Deployment is a FreeToken runtime when labelled appliance.magicstick.dev/runtime=freetoken.
@@ -52,7 +55,20 @@ class FreeTokenRuntime:
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any], runtime: LabelMatch = RUNTIME_MATCH) -> FreeTokenRuntime | None:
         """None when the Deployment is not a runtime of this kind (label appliance.magicstick.dev/runtime);
-        another runtime served the same way (a Deployment, a Service, /health) passes its own ``runtime``."""
+        another runtime served the same way (a Deployment, a Service, /health) passes its own ``runtime``.
+
+        Performance (issue 15, P6): this was the most expensive parse of a replay. A Deployment of the
+        common, well-formed shape is read by ``_from_plain`` (no warning, no problem possible); anything
+        else by ``from_k8s_careful``, which decides every odd case. Both give equal values on every input
+        the fast one accepts (``tests/core/test_freetoken_fast_path.py``)."""
+        plain = _from_plain(obj, runtime)
+        return plain if plain is not None else cls.from_k8s_careful(obj, runtime)
+
+    @classmethod
+    def from_k8s_careful(
+        cls, obj: Mapping[str, Any], runtime: LabelMatch = RUNTIME_MATCH
+    ) -> FreeTokenRuntime | None:
+        """``from_k8s`` for any object: every field checked, unusable optional ones dropped with a warning."""
         name = raw.name_of(obj)
         labels = raw.string_map(obj, "metadata", "labels")
         if not name or not runtime.matches(obj):
@@ -96,6 +112,157 @@ class FreeTokenRuntime:
             problem=problem,
             warnings=fields.warnings,
         )
+
+
+# A name the API server accepts (a DNS subdomain, or any case of one; a label value is narrower): printable
+# ASCII on one line, shorter than MAX_NAME_LENGTH, with no alias prefix: ``checked_name`` finds no problem.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}").fullmatch
+_NO_ANNOTATIONS: Mapping[str, Any] = {}
+
+
+def _plain_limit(value: Any) -> int | None:
+    """A string of ASCII digits in 1..MAX_TOKENS as an int; None for anything the careful path must judge
+    (it may warn). Only strings: the careful path reads annotations as a string map, so it ignores an int."""
+    if type(value) is str and value.isdigit() and value.isascii() and len(value) <= 12:
+        number = int(value)
+        return number if 0 < number <= MAX_TOKENS else None
+    return None
+
+
+def _from_plain(obj: Mapping[str, Any], runtime: LabelMatch) -> FreeTokenRuntime | None:
+    """The runtime of a well-formed Deployment, read directly; None when anything is unusual (not a runtime
+    of this kind, a stub, a name or activation that needs checking, a field of another type, a limit that
+    is not a plain positive number, an unknown compute target), which ``from_k8s_careful`` then reads.
+
+    Every value it accepts is one the careful path accepts without a warning, so the two agree."""
+    if type(obj) is not dict or REJECTED in obj:
+        return None
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        return None
+    name = meta.get("name")
+    uid = meta.get("uid", "")
+    labels = meta.get("labels")
+    annotations = meta.get("annotations", _NO_ANNOTATIONS)
+    if (
+        type(name) is not str
+        or type(uid) is not str
+        or type(labels) is not dict
+        or type(annotations) is not dict
+    ):
+        return None
+    if _PLAIN_NAME(name) is None:
+        return None
+    kind = labels.get(runtime.key)
+    # The careful path's own test (LabelMatch.matches) on the label's string: not matching, it gives None too.
+    if type(kind) is not str or kind.strip().lower() != runtime.value:
+        return None
+    activation = labels.get(ACTIVATION_LABEL)
+    if activation is not None and (type(activation) is not str or _PLAIN_NAME(activation) is None):
+        return None
+
+    context = annotations.get(CONTEXT_WINDOW_ANNOTATION)
+    max_output = annotations.get(MAX_OUTPUT_ANNOTATION)
+    max_num_seqs = annotations.get(MAX_NUM_SEQS_ANNOTATION)
+    if context is not None and (context := _plain_limit(context)) is None:
+        return None
+    if max_output is not None and (max_output := _plain_limit(max_output)) is None:
+        return None
+    if max_num_seqs is not None and (max_num_seqs := _plain_limit(max_num_seqs)) is None:
+        return None
+    endpoint = annotations.get(ENDPOINT_ANNOTATION)
+    engine = annotations.get(ENGINE_ANNOTATION)
+    target = annotations.get(COMPUTE_TARGET_ANNOTATION)
+    if endpoint is not None and type(endpoint) is not str:
+        return None
+    if engine is not None and type(engine) is not str:
+        return None
+    if target is not None and not (type(target) is str and target in COMPUTE_TARGETS):
+        return None
+
+    ready, why = _plain_ready_gate(meta, obj.get("status"))
+    if why is None:  # an unusual status: the careful path's own gate reads it
+        ready, why = _ready_gate(obj)
+    return FreeTokenRuntime(
+        name,
+        uid,
+        activation,
+        (endpoint.strip() or None) if endpoint is not None else None,
+        ready,
+        why,
+        (engine or runtime.value).strip().lower(),
+        target or _plain_target_from_resources(obj),
+        context,
+        max_output,
+        max_num_seqs,
+    )
+
+
+def _plain_ready_gate(meta: dict[str, Any], status: Any) -> tuple[bool, str | None]:
+    """``_ready_gate`` of the usual status (integer generations and ready count, a list of conditions as
+    objects with string fields); (False, None) when the status is shaped otherwise."""
+    generation = meta.get("generation")
+    if type(status) is not dict or type(generation) is not int:
+        return False, None
+    observed = status.get("observedGeneration")
+    if type(observed) is not int:
+        return False, None
+    if observed < generation:
+        return False, "the Deployment's latest generation is not observed yet"
+    count = status.get("readyReplicas")
+    if count is None:  # a Deployment with no ready replica leaves the field out
+        return False, "no ready replicas"
+    if type(count) is not int:
+        return False, None
+    if count < 1:
+        return False, "no ready replicas"
+    conditions = status.get("conditions")
+    if type(conditions) is not list:
+        return False, None
+    for cond in conditions:
+        if type(cond) is not dict:
+            return False, None
+        kind = cond.get("type")
+        if type(kind) is not str:
+            return False, None
+        if kind == "Available":
+            value = cond.get("status")
+            if type(value) is not str:
+                return False, None
+            return (True, "") if value == "True" else (False, "condition Available is not True")
+    return False, "condition Available is missing"
+
+
+def _plain_target_from_resources(obj: dict[str, Any]) -> str:
+    """``_target_from_resources`` of the usual containers (objects all the way down, resource names as
+    strings); the careful one reads any other shape."""
+    spec = obj.get("spec")
+    template = spec.get("template") if type(spec) is dict else None
+    pod = template.get("spec") if type(template) is dict else None
+    containers = pod.get("containers") if type(pod) is dict else None
+    if type(containers) is not list:
+        return _target_from_resources(obj)
+    for container in containers:
+        if type(container) is not dict:
+            return _target_from_resources(obj)
+        resources = container.get("resources")
+        if resources is None:  # a container that asks for nothing
+            continue
+        if type(resources) is not dict:
+            return _target_from_resources(obj)
+        for section in ("limits", "requests"):
+            amounts = resources.get(section)
+            if amounts is None:
+                continue
+            if type(amounts) is not dict:
+                return _target_from_resources(obj)
+            for resource in amounts:
+                if type(resource) is not str:
+                    return _target_from_resources(obj)
+                target = compute_target_from_profile(resource)
+                if target != "cpu":
+                    return target
+    return "cpu"
 
 
 def _ready_gate(obj: Mapping[str, Any]) -> tuple[bool, str]:
