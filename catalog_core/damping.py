@@ -13,7 +13,8 @@ that time, the row waits to settle with the rest. If only one other row changed 
 isolated changes can coincide, e.g. delivered back to back after the loop was busy), the row is held
 once more, both rows until half the burst window after the first of them: a third change by then is a
 burst, else both go out. An
-isolated change, or many found in one tick (a relist, the first sync), goes out once the probe has passed.
+isolated change, or many found in one tick (a relist, the first sync) or delivered back to back (within a
+quarter of the probe: one moment), goes out once the probe has passed.
 Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
 catalog that has been stable for its own settle window, at most once per window each.
@@ -87,6 +88,10 @@ class Windows:
     burst_rows: int = 0  # 0: no burst rule
     burst_window: float = 0.0
     burst_probe: float = 0.0  # 0: a still row's first change is written at once
+    # Changes reaching the core less than this after a moment began are that moment: rows delivered back
+    # to back after the loop was busy (a poll at 10,000 rows) changed at different times, and counting
+    # them apart made a false burst of two isolated changes and the next one (P1 at 10,000 models).
+    burst_moment: float = 0.0
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
@@ -96,7 +101,8 @@ class Windows:
             config.rollout_settle_seconds,
             config.litellm_burst_rows,
             config.litellm_burst_window_seconds,
-            config.litellm_burst_probe_seconds if config.litellm_burst_rows >= 2 else 0.0,
+            probe := config.litellm_burst_probe_seconds if config.litellm_burst_rows >= 2 else 0.0,
+            probe / 4,
         )
 
 
@@ -163,9 +169,10 @@ def probing_keys(damping: Damping) -> frozenset[str]:
 
 
 def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
-    """Some row's desired value changed at ``now`` (changes in one tick are one moment); a burst is
-    seen when rows changed at ``burst_rows`` distinct moments within the burst window."""
-    if w.burst_rows < 2 or (damping.arrivals and damping.arrivals[-1] == now):
+    """Some row's desired value changed at ``now`` (changes in one tick, or within ``burst_moment`` of
+    the moment's first, are one moment); a burst is seen when rows changed at ``burst_rows`` distinct
+    moments within the burst window."""
+    if w.burst_rows < 2 or (damping.arrivals and now - damping.arrivals[-1] <= w.burst_moment):
         return damping
     arrivals = (*damping.arrivals, now)[-w.burst_rows :]
     seen = len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
@@ -183,9 +190,7 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
     then 18 ms apart at its start) and until the other's probe has passed."""
     if entry.probe_until is not None:
         return None
-    near = [
-        a for a in damping.arrivals if a != entry.changed_at and abs(a - entry.changed_at) <= w.burst_probe
-    ]
+    near = [a for a in damping.arrivals if w.burst_moment < abs(a - entry.changed_at) <= w.burst_probe]
     if not near:
         return None
     until = max(min(*near, entry.changed_at) + w.burst_window / 2, max(near) + w.burst_probe)

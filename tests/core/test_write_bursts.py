@@ -83,6 +83,28 @@ def test_isolated_changes_ten_a_second_go_out_once_the_probe_passes():
     assert c.state.damping.burst_deferred_total == 0
 
 
+def test_changes_delivered_back_to_back_after_a_stall_are_one_moment():
+    # P1 at 10,000 models: changes made 100 ms apart; a busy loop (a poll of 10,000 rows) delivers two of
+    # them 1 ms apart in two ticks, and the next comes 97 ms later. Three moments within the burst
+    # window would be a burst (every row then waits a settle window); the two delivered together are one.
+    names = ["a", "b", "c", "d"]
+    c, d = _started(names)
+    w = Windows.of(c.config)
+    assert 0 < w.burst_moment < w.burst_probe
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "a", False))
+    d.until(t + w.burst_probe)
+    assert len(_writes(d.commands)) == 1
+    late = t + 0.25  # b and c were made 100 ms apart, before and during the stall
+    d.send(late, _ready(c, "b", False))
+    d.send(late + 0.001, _ready(c, "c", False))
+    d.send(late + 0.097, _ready(c, "d", False))
+    d.until(late + 0.097 + w.burst_probe)
+    assert len(_writes(d.commands)) == 4
+    assert c.state.damping.burst_deferred_total == 0
+    assert c.state.damping.deferred_total == 0
+
+
 def test_many_changes_found_in_one_tick_go_out_once_the_probe_passes():
     # A relist (or the first sync) brings many changes at one moment: they are one arrival, not a burst.
     names = [f"m{i:02d}" for i in range(12)]
