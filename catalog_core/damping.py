@@ -143,7 +143,7 @@ def plan_write(
         if now < write_due(entry, w):
             return _with(damping, key, entry, w), False
         if not in_burst(damping, now):
-            until = _pair_hold(damping, entry, now, w)
+            until = _pair_hold(damping, key, entry, now, w)
             if until is None:
                 return _with(damping, key, entry, w), True  # the probe passed: an isolated change
             return _with(damping, key, evolve(entry, probe_until=until), w), False
@@ -180,20 +180,30 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
     return evolve(damping, arrivals=arrivals, burst_until=until)
 
 
-def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> float | None:
+def _pair_hold(damping: Damping, key: str, entry: KeyChurn, now: float, w: Windows) -> float | None:
     """Until when a row whose probe has just passed with no burst seen is held once more, because
     another row changed within a probe of it (None: none did, or the row was already held once).
 
     Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
     loop delivers two back to back), and writing both costs nothing extra. Only a third tells, so both
     rows of the pair wait until half the burst window after the first of them (P4's patches came 3,
-    then 18 ms apart at its start) and until the other's probe has passed."""
+    then 18 ms apart at its start) and until the other's probe has passed. Rows of one moment (delivered
+    within ``burst_moment``) are such a pair too: the moment counts once towards a burst, but a burst
+    behind it must still find its rows unwritten (P4 wrote two rows out and back without this)."""
     if entry.probe_until is not None:
         return None
-    near = [a for a in damping.arrivals if w.burst_moment < abs(a - entry.changed_at) <= w.burst_probe]
+    changed = entry.changed_at
+    near = [a for a in damping.arrivals if a != changed and abs(a - changed) <= w.burst_probe]
+    # A moment is recorded by its first arrival only: rows delivered back to back with this one (or it
+    # with them) are found among the rows still probing.
+    for other_key in damping.waiting:
+        other = damping.keys[other_key]
+        gap = abs(other.changed_at - changed)
+        if other_key != key and other.probing and 0 < gap <= w.burst_probe:
+            near.append(other.changed_at)
     if not near:
         return None
-    until = max(min(*near, entry.changed_at) + w.burst_window / 2, max(near) + w.burst_probe)
+    until = max(min(*near, changed) + w.burst_window / 2, max(near) + w.burst_probe)
     return until if until > now else None
 
 

@@ -105,6 +105,25 @@ def test_changes_delivered_back_to_back_after_a_stall_are_one_moment():
     assert c.state.damping.deferred_total == 0
 
 
+def test_rows_of_one_moment_are_held_like_a_pair_so_a_burst_behind_them_is_seen():
+    # P4's start: two rows delivered 1 ms apart (one moment), a third 30 ms later. The first two are held
+    # like a pair, the third makes the burst, and the first, flapping back, is never written.
+    c, d = _started(["a", "b", "c", "e"])
+    rid = {n: _rid(c, n) for n in ("a", "b", "c", "e")}
+    w = Windows.of(c.config)
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "a", False))
+    d.send(t + 0.001, _ready(c, "b", False))
+    d.until(t + w.burst_probe + 0.002)
+    assert _writes(d.commands) == []  # held past the probe: another row changed with them
+    d.send(t + 0.03, _ready(c, "c", False))
+    d.send(t + 0.035, _ready(c, "e", False))  # the third moment within the burst window: a burst
+    d.send(t + 0.04, _ready(c, "a", True))  # a flaps back
+    d.until(t + 30.0)
+    assert _writes_of(d, rid["a"]) == 0
+    assert all(_writes_of(d, rid[n]) == 1 for n in ("b", "c", "e"))
+
+
 def test_many_changes_found_in_one_tick_go_out_once_the_probe_passes():
     # A relist (or the first sync) brings many changes at one moment: they are one arrival, not a burst.
     names = [f"m{i:02d}" for i in range(12)]
