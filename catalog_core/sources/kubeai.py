@@ -133,6 +133,8 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}").fullmatch
 _NO_ANNOTATIONS: Mapping[str, Any] = {}
 # KubeAI's features are a handful of words; a model's type is a function of them alone (bounded memo).
 _features_type = functools.lru_cache(maxsize=64)(features_type)
+# A cluster has a handful of resource profiles (bounded memo).
+_profile_target = functools.lru_cache(maxsize=256)(compute_target_from_profile)
 
 
 def _plain_limit(value: Any) -> int | None:
@@ -144,6 +146,32 @@ def _plain_limit(value: Any) -> int | None:
         number = int(value)
         return number if number <= MAX_TOKENS and number > 0 else None
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_flags(args: tuple[Any, ...]) -> tuple[int | None, int | None] | None:
+    """(--max-model-len, --max-num-seqs) of a container's args, each None when absent; None when any is
+    unusual. Memoized (issue 15, P5): a Model's args rarely change, and every watch event re-reads them."""
+    # The first --max-model-len / --max-num-seqs counts (as in _flag_value); only "--flag=N" is plain.
+    context: int | None = None
+    max_num_seqs: int | None = None
+    for arg in args:
+        if type(arg) is not str:
+            return None
+        if "--max-" not in arg:
+            continue
+        flag, equals, digits = arg.partition("=")
+        if flag == "--max-model-len":
+            if context is None and (not equals or (context := _plain_limit(digits)) is None):
+                return None
+        elif flag == "--max-num-seqs":
+            if max_num_seqs is None and (not equals or (max_num_seqs := _plain_limit(digits)) is None):
+                return None
+        elif not flag.startswith("--max-") or flag.startswith(("--max-model-len", "--max-num-seqs")):
+            # " --max-model-len=N", "--max-model-len N", "--max-model-lenX": the careful path's expressions
+            return None
+        # else another vLLM limit (--max-loras=2), which the core does not read
+    return context, max_num_seqs
 
 
 def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
@@ -175,25 +203,13 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
     for feature in features:
         if type(feature) is not str:
             return None
-    # The first --max-model-len / --max-num-seqs counts (as in _flag_value); only "--flag=N" is plain.
-    context: int | None = None
-    max_num_seqs: int | None = None
-    for arg in args:
-        if type(arg) is not str:
-            return None
-        if "--max-" not in arg:
-            continue
-        flag, equals, digits = arg.partition("=")
-        if flag == "--max-model-len":
-            if context is None and (not equals or (context := _plain_limit(digits)) is None):
-                return None
-        elif flag == "--max-num-seqs":
-            if max_num_seqs is None and (not equals or (max_num_seqs := _plain_limit(digits)) is None):
-                return None
-        elif not flag.startswith("--max-") or flag.startswith(("--max-model-len", "--max-num-seqs")):
-            # " --max-model-len=N", "--max-model-len N", "--max-model-lenX": the careful path's expressions
-            return None
-        # else another vLLM limit (--max-loras=2), which the core does not read
+    try:
+        flags = _plain_flags(tuple(args))
+    except TypeError:  # an unhashable member (an object, a list): not a plain flag
+        return None
+    if flags is None:
+        return None
+    context, max_num_seqs = flags
     max_output: int | None = None
     target: str | None = None
     if annotations:
@@ -224,7 +240,7 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         engine = engine if isinstance(engine, str) and engine.strip() else "vllm"
     if target is None:
         profile = spec.get("resourceProfile")
-        target = compute_target_from_profile(profile if isinstance(profile, str) else "")
+        target = _profile_target(profile if isinstance(profile, str) else "")
     model_type = _features_type(features)
     if model_type is None:
         model_type = kubeai_model_type((), name)
