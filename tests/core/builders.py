@@ -9,6 +9,14 @@ from typing import Any
 NS = "ai"
 APPLIANCE_NS = "ai-system"
 
+# Annotations a Model or a runtime Deployment may carry (contracts.md: literal names, not the core's own)
+CONTEXT_ANNOTATION = "ai-appliance.io/context-window"
+MAX_OUTPUT_ANNOTATION = "ai-appliance.io/max-output-tokens"
+MAX_SEQS_ANNOTATION = "ai-appliance.io/max-num-seqs"
+ENGINE_ANNOTATION = "ai-appliance.io/engine"
+TARGET_ANNOTATION = "ai-appliance.io/compute-target"
+ENDPOINT_ANNOTATION = "ai-appliance.io/endpoint"
+
 
 def _meta(name: str, namespace: str = NS, **extra: Any) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}

@@ -15,15 +15,17 @@ from catalog_core.sources.common import LabelMatch
 from catalog_core.sources.freetoken import RUNTIME_MATCH, FreeTokenRuntime, _from_plain
 from catalog_core.trim import REJECTED
 from tests.core import strategies as gen
+from tests.core.builders import (
+    CONTEXT_ANNOTATION,
+    ENDPOINT_ANNOTATION,
+    ENGINE_ANNOTATION,
+    MAX_OUTPUT_ANNOTATION,
+    MAX_SEQS_ANNOTATION,
+    TARGET_ANNOTATION,
+)
 
 RUNTIME = "appliance.magicstick.dev/runtime"
 ACTIVATION = "appliance.magicstick.dev/modelactivation"
-CONTEXT = "ai-appliance.io/context-window"
-MAX_OUTPUT = "ai-appliance.io/max-output-tokens"
-MAX_SEQS = "ai-appliance.io/max-num-seqs"
-ENGINE = "ai-appliance.io/engine"
-TARGET = "ai-appliance.io/compute-target"
-ENDPOINT = "ai-appliance.io/endpoint"
 OTHER_RUNTIME = LabelMatch(RUNTIME, "walkthrough")
 
 
@@ -88,7 +90,9 @@ def same_on_both_paths(obj: Any, runtime: LabelMatch = RUNTIME_MATCH) -> FreeTok
 
 def test_the_common_shape_takes_the_fast_path():
     read = same_on_both_paths(
-        deployment(annotations={CONTEXT: "16384", ENDPOINT: " http://phi.ai.svc:80/v1 "})
+        deployment(
+            annotations={CONTEXT_ANNOTATION: "16384", ENDPOINT_ANNOTATION: " http://phi.ai.svc:80/v1 "}
+        )
     )
     assert read == FreeTokenRuntime(
         "phi-rt",
@@ -101,14 +105,16 @@ def test_the_common_shape_takes_the_fast_path():
         "nvidia-gpu",
         16384,
     )
-    not_ready = same_on_both_paths(deployment(ready_replicas=0, annotations={ENGINE: " FreeToken-2 "}))
+    not_ready = same_on_both_paths(
+        deployment(ready_replicas=0, annotations={ENGINE_ANNOTATION: " FreeToken-2 "})
+    )
     assert not_ready is not None and (not_ready.ready, not_ready.not_ready_because, not_ready.engine) == (
         False,
         "no ready replicas",
         "freetoken-2",
     )
     rolling = same_on_both_paths(
-        deployment(generation=3, observed=2, activation=None, annotations={TARGET: "cpu"})
+        deployment(generation=3, observed=2, activation=None, annotations={TARGET_ANNOTATION: "cpu"})
     )
     assert rolling is not None and (rolling.ready, rolling.activation, rolling.compute_target) == (
         False,
@@ -125,11 +131,11 @@ def test_the_common_shape_takes_the_fast_path():
 def test_what_the_careful_path_must_judge_is_left_to_it():
     # Each of these may warn, reject, or read a field another way: the fast path gives no answer.
     unusual = [
-        deployment(annotations={CONTEXT: "0"}),  # dropped with a warning
-        deployment(annotations={MAX_OUTPUT: " 1024"}),  # trimmed by the careful path
-        deployment(annotations={MAX_SEQS: 8}),  # not a string: the careful path ignores it
-        deployment(annotations={TARGET: "GPU"}),  # unknown target, dropped with a warning
-        deployment(annotations={TARGET: " cpu"}),
+        deployment(annotations={CONTEXT_ANNOTATION: "0"}),  # dropped with a warning
+        deployment(annotations={MAX_OUTPUT_ANNOTATION: " 1024"}),  # trimmed by the careful path
+        deployment(annotations={MAX_SEQS_ANNOTATION: 8}),  # not a string: the careful path ignores it
+        deployment(annotations={TARGET_ANNOTATION: "GPU"}),  # unknown target, dropped with a warning
+        deployment(annotations={TARGET_ANNOTATION: " cpu"}),
         deployment(kind="kubeai"),  # another kind: None on both
         deployment(activation=""),
         deployment(activation="mesh/phi"),  # an alias prefix: the activation name needs checking
@@ -195,18 +201,30 @@ kinds = mostly(
 plain_annotations = st.fixed_dictionaries(
     {},
     optional={
-        CONTEXT: plain_limits,
-        MAX_OUTPUT: plain_limits,
-        MAX_SEQS: st.one_of(st.none(), plain_limits),
-        ENGINE: st.sampled_from(["FreeToken", " llama.cpp ", "", " ", None]),
-        TARGET: st.sampled_from(["cpu", "nvidia-gpu", "amd-gpu", "intel-gpu", None]),
-        ENDPOINT: st.sampled_from(["http://phi.ai.svc.cluster.local:8080/v1", " http://x ", "", None]),
+        CONTEXT_ANNOTATION: plain_limits,
+        MAX_OUTPUT_ANNOTATION: plain_limits,
+        MAX_SEQS_ANNOTATION: st.one_of(st.none(), plain_limits),
+        ENGINE_ANNOTATION: st.sampled_from(["FreeToken", " llama.cpp ", "", " ", None]),
+        TARGET_ANNOTATION: st.sampled_from(["cpu", "nvidia-gpu", "amd-gpu", "intel-gpu", None]),
+        ENDPOINT_ANNOTATION: st.sampled_from(
+            ["http://phi.ai.svc.cluster.local:8080/v1", " http://x ", "", None]
+        ),
         "other": st.one_of(st.none(), st.integers(), st.text(max_size=3)),
     },
 )
 odd_annotations = st.one_of(
     st.dictionaries(
-        st.sampled_from([CONTEXT, MAX_OUTPUT, MAX_SEQS, ENGINE, TARGET, ENDPOINT, "other"]),
+        st.sampled_from(
+            [
+                CONTEXT_ANNOTATION,
+                MAX_OUTPUT_ANNOTATION,
+                MAX_SEQS_ANNOTATION,
+                ENGINE_ANNOTATION,
+                TARGET_ANNOTATION,
+                ENDPOINT_ANNOTATION,
+                "other",
+            ]
+        ),
         st.one_of(
             limits,
             st.sampled_from(
@@ -284,7 +302,13 @@ def test_both_paths_agree_on_deployments_built_from_odd_field_values(
 
 
 WELL_FORMED = deployment(
-    annotations={CONTEXT: "16384", MAX_OUTPUT: "1024", MAX_SEQS: "4", TARGET: "cpu", ENGINE: "FreeToken"}
+    annotations={
+        CONTEXT_ANNOTATION: "16384",
+        MAX_OUTPUT_ANNOTATION: "1024",
+        MAX_SEQS_ANNOTATION: "4",
+        TARGET_ANNOTATION: "cpu",
+        ENGINE_ANNOTATION: "FreeToken",
+    }
 )
 WELL_FORMED["status"]["conditions"].insert(0, {"type": "Progressing", "status": "True"})
 WELL_FORMED["spec"]["template"]["spec"]["containers"].insert(
@@ -295,7 +319,8 @@ WELL_FORMED["spec"]["template"]["spec"]["containers"].insert(
 @settings(max_examples=300)
 @given(
     st.one_of(
-        gen.mutated(WELL_FORMED), gen.mutated(deployment(annotations={ENDPOINT: "http://x.ai.svc:80/v1"}))
+        gen.mutated(WELL_FORMED),
+        gen.mutated(deployment(annotations={ENDPOINT_ANNOTATION: "http://x.ai.svc:80/v1"})),
     )
 )
 def test_both_paths_agree_on_well_formed_deployments_with_any_field_changed(obj):
@@ -311,7 +336,9 @@ def test_both_paths_agree_on_well_formed_deployments_with_any_field_changed(obj)
     annotations=st.one_of(
         st.none(),
         st.dictionaries(
-            st.sampled_from([CONTEXT, MAX_OUTPUT, MAX_SEQS]), st.one_of(st.none(), plain_limits), max_size=3
+            st.sampled_from([CONTEXT_ANNOTATION, MAX_OUTPUT_ANNOTATION, MAX_SEQS_ANNOTATION]),
+            st.one_of(st.none(), plain_limits),
+            max_size=3,
         ),
     ),
     endpoint=st.one_of(st.none(), st.sampled_from(["http://phi.ai.svc.cluster.local:8080/v1", "", " "])),
@@ -339,7 +366,11 @@ def test_well_formed_deployments_take_the_fast_path_and_read_as_on_the_careful_o
     resources,
 ):
     annotations = dict(annotations or {})
-    for key, value in ((ENDPOINT, endpoint), (ENGINE, engine), (TARGET, target)):
+    for key, value in (
+        (ENDPOINT_ANNOTATION, endpoint),
+        (ENGINE_ANNOTATION, engine),
+        (TARGET_ANNOTATION, target),
+    ):
         if value is not None:
             annotations[key] = value
     conds = [{"type": "Progressing", "status": "True"}]

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from catalog_core.sources.kubeai import KubeAIModel, _from_plain
 from catalog_core.trim import REJECTED
 from tests.core import strategies as gen
-
-CONTEXT = "ai-appliance.io/context-window"
-MAX_OUTPUT = "ai-appliance.io/max-output-tokens"
-MAX_SEQS = "ai-appliance.io/max-num-seqs"
-ENGINE = "ai-appliance.io/engine"
-TARGET = "ai-appliance.io/compute-target"
+from tests.core.builders import (
+    CONTEXT_ANNOTATION,
+    ENGINE_ANNOTATION,
+    MAX_OUTPUT_ANNOTATION,
+    MAX_SEQS_ANNOTATION,
+    TARGET_ANNOTATION,
+)
 
 
 def model(
@@ -61,21 +62,26 @@ def same_on_both_paths(obj: Any) -> KubeAIModel | None:
 
 
 def test_the_common_shape_takes_the_fast_path():
-    read = same_on_both_paths(model(annotations={MAX_OUTPUT: "1024"}))
+    read = same_on_both_paths(model(annotations={MAX_OUTPUT_ANNOTATION: "1024"}))
     assert read == KubeAIModel(
         "llama-3-8b", "uid-1", True, KubeAIModel.from_k8s_careful(model()).model_type, ("TextGeneration",),
         "vllm", "nvidia-gpu", 8192, 1024, 8,
     )  # fmt: skip
     assert same_on_both_paths(model(args=[], features=["TextEmbedding"], ready=0)) is not None
-    assert same_on_both_paths(model(annotations={CONTEXT: 4096, TARGET: "cpu", MAX_SEQS: None})) is not None
+    assert (
+        same_on_both_paths(
+            model(annotations={CONTEXT_ANNOTATION: 4096, TARGET_ANNOTATION: "cpu", MAX_SEQS_ANNOTATION: None})
+        )
+        is not None
+    )
 
 
 def test_what_the_careful_path_must_judge_is_left_to_it():
     # Each of these may warn, reject, or read a field another way: the fast path gives no answer.
     unusual = [
-        model(annotations={CONTEXT: "0"}),  # dropped with a warning
-        model(annotations={MAX_OUTPUT: " 1024"}),  # trimmed by the careful path
-        model(annotations={TARGET: "GPU"}),  # unknown target, dropped with a warning
+        model(annotations={CONTEXT_ANNOTATION: "0"}),  # dropped with a warning
+        model(annotations={MAX_OUTPUT_ANNOTATION: " 1024"}),  # trimmed by the careful path
+        model(annotations={TARGET_ANNOTATION: "GPU"}),  # unknown target, dropped with a warning
         model(args=["--max-model-len", "8192"]),  # the flag and its value as two args
         model(args=[" --max-model-len=8192"]),
         model(args=["--max-model-len=lots"]),
@@ -130,7 +136,16 @@ flags = st.one_of(
     st.integers(0, 3),
 )
 annotation_maps = st.dictionaries(
-    st.sampled_from([CONTEXT, MAX_OUTPUT, MAX_SEQS, ENGINE, TARGET, "other"]),
+    st.sampled_from(
+        [
+            CONTEXT_ANNOTATION,
+            MAX_OUTPUT_ANNOTATION,
+            MAX_SEQS_ANNOTATION,
+            ENGINE_ANNOTATION,
+            TARGET_ANNOTATION,
+            "other",
+        ]
+    ),
     st.one_of(limits, st.sampled_from(["cpu", "nvidia-gpu", " CPU", "tpu", "vLLM", "  "])),
     max_size=5,
 )
@@ -162,7 +177,18 @@ def test_both_paths_agree_on_models_built_from_odd_field_values(
 
 
 @settings(max_examples=300)
-@given(gen.mutated(model(annotations={CONTEXT: "8192", MAX_OUTPUT: "1024", MAX_SEQS: "4", TARGET: "cpu"})))
+@given(
+    gen.mutated(
+        model(
+            annotations={
+                CONTEXT_ANNOTATION: "8192",
+                MAX_OUTPUT_ANNOTATION: "1024",
+                MAX_SEQS_ANNOTATION: "4",
+                TARGET_ANNOTATION: "cpu",
+            }
+        )
+    )
+)
 def test_both_paths_agree_on_well_formed_models_with_any_field_changed(obj):
     same_on_both_paths(obj)
 
@@ -173,7 +199,9 @@ def test_both_paths_agree_on_well_formed_models_with_any_field_changed(obj):
     annotations=st.one_of(
         st.none(),
         st.dictionaries(
-            st.sampled_from([CONTEXT, MAX_OUTPUT, MAX_SEQS]), st.one_of(st.none(), plain_limits), max_size=3
+            st.sampled_from([CONTEXT_ANNOTATION, MAX_OUTPUT_ANNOTATION, MAX_SEQS_ANNOTATION]),
+            st.one_of(st.none(), plain_limits),
+            max_size=3,
         ),
     ),
     args=st.lists(
@@ -192,6 +220,6 @@ def test_well_formed_models_take_the_fast_path_and_read_as_on_the_careful_one(
     name, annotations, args, features, ready, target
 ):
     if target is not None:
-        annotations = {**(annotations or {}), TARGET: target}
+        annotations = {**(annotations or {}), TARGET_ANNOTATION: target}
     obj = model(name, annotations=annotations, args=args, features=features, ready=ready)
     assert same_on_both_paths(obj) is not None
