@@ -70,7 +70,8 @@ class Damping:
     catalog_held_since: float | None = None  # the catalog waits for deferred LiteLLM writes since then
     deferred_total: int = 0  # writes deferred (each wait counted once)
     burst_deferred_total: int = 0  # of them, first changes of still rows held back by a burst
-    # The latest distinct moments at which some row's desired value changed (at most ``burst_rows``).
+    # The latest distinct moments at which some row's desired value changed (at most ``burst_rows``); the
+    # latest listed twice when rows joined it in later ticks (delivered back to back).
     arrivals: tuple[float, ...] = ()
     # A burst holds until a settle window after it was last seen: a loaded loop, folding many changes
     # per tick, sees fewer distinct moments, which must not end it while the rows still flap.
@@ -143,7 +144,7 @@ def plan_write(
         if now < write_due(entry, w):
             return _with(damping, key, entry, w), False
         if not in_burst(damping, now):
-            until = _pair_hold(damping, key, entry, now, w)
+            until = _pair_hold(damping, entry, now, w)
             if until is None:
                 return _with(damping, key, entry, w), True  # the probe passed: an isolated change
             return _with(damping, key, evolve(entry, probe_until=until), w), False
@@ -172,15 +173,22 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
     """Some row's desired value changed at ``now`` (changes in one tick, or within ``burst_moment`` of
     the moment's first, are one moment); a burst is seen when rows changed at ``burst_rows`` distinct
     moments within the burst window."""
-    if w.burst_rows < 2 or (damping.arrivals and now - damping.arrivals[-1] <= w.burst_moment):
+    if w.burst_rows < 2:
         return damping
-    arrivals = (*damping.arrivals, now)[-w.burst_rows :]
+    held = damping.arrivals
+    if held and now - held[-1] <= w.burst_moment:
+        # The latest moment. A row joining it in a later tick (delivered back to back) is marked by the
+        # moment listed twice: its first row is then held like a pair (``_pair_hold``).
+        if now == held[-1] or (len(held) >= 2 and held[-2] == held[-1]):
+            return damping
+        return evolve(damping, arrivals=(*held, held[-1]))
+    arrivals = (*dict.fromkeys(held), now)[-w.burst_rows :]  # each moment once
     seen = len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
     until = now + w.settle if seen else damping.burst_until
     return evolve(damping, arrivals=arrivals, burst_until=until)
 
 
-def _pair_hold(damping: Damping, key: str, entry: KeyChurn, now: float, w: Windows) -> float | None:
+def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> float | None:
     """Until when a row whose probe has just passed with no burst seen is held once more, because
     another row changed within a probe of it (None: none did, or the row was already held once).
 
@@ -194,13 +202,8 @@ def _pair_hold(damping: Damping, key: str, entry: KeyChurn, now: float, w: Windo
         return None
     changed = entry.changed_at
     near = [a for a in damping.arrivals if a != changed and abs(a - changed) <= w.burst_probe]
-    # A moment is recorded by its first arrival only: rows delivered back to back with this one (or it
-    # with them) are found among the rows still probing.
-    for other_key in damping.waiting:
-        other = damping.keys[other_key]
-        gap = abs(other.changed_at - changed)
-        if other_key != key and other.probing and 0 < gap <= w.burst_probe:
-            near.append(other.changed_at)
+    if damping.arrivals.count(changed) > 1:
+        near.append(changed)  # its moment's first row, and another row joined the moment (``_arrived``)
     if not near:
         return None
     until = max(min(*near, changed) + w.burst_window / 2, max(near) + w.burst_probe)
