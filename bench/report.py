@@ -382,8 +382,13 @@ def _details(r: dict[str, Any]) -> list[str]:
             out.append(
                 f"- P1 at {int(n):,} models: {v['changes']} changes every {v['interval_s'] * 1000:.0f} ms "
                 f"(sent over {v['drive_seconds']:.1f} s); API write round trip p50 "
-                f"{_ms(v['api_write_round_trip_s']['p50'])}; worker start to converged "
-                f"{v['startup_s']:.1f} s; "
+                f"{_ms(v['api_write_round_trip_s']['p50'])}; "
+                + (
+                    f"every row written {v['converged_s']:.1f} s after the worker's catalog started, "
+                    if v.get("converged_s") is not None
+                    else ""
+                )
+                + f"ready to measure {v['startup_s']:.1f} s after the worker started (settled, heap frozen); "
                 f"worker RSS {v['worker_rss_mib'] or 0:.0f} MiB."
             )
     for n, v in sorted((r.get("P7") or {}).items(), key=lambda kv: int(kv[0])):

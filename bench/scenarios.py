@@ -250,6 +250,7 @@ def p1_latency(
     queued: dict[str, list[float]] = {}
     rss: list[int] = []
     damping: list[str] = []
+    converged: list[float] = []  # seconds from the worker's catalog start to every row written
     lock = threading.Lock()
 
     def read(process: subprocess.Popen[str]) -> None:
@@ -259,6 +260,8 @@ def p1_latency(
             with lock:
                 if parts[:1] == ["READY"]:
                     ready.set()
+                elif parts[:1] == ["CONVERGED"]:
+                    converged.append(float(parts[1]))
                 elif parts[:1] == ["W"]:
                     seen.setdefault(parts[3], []).append((float(parts[1]), parts[2].replace("_", " ")))
                 elif parts[:1] == ["R"]:
@@ -346,6 +349,7 @@ def p1_latency(
                 "interval_s": interval,
                 "drive_seconds": drive,
                 "startup_s": startup,
+                "converged_s": converged[0] if converged else None,
                 "missing": sum(1 for x in totals if x is None),
                 "latency_s": latency(values),
                 # P1 as the issue defines it: from the watch event reaching the controller
