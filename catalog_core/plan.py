@@ -509,9 +509,15 @@ def _catalog(out: _Out) -> None:
     if damping.catalog_held_since is not None:
         return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
     rendered = catalog_within(state, CONFIGMAP_DATA_LIMIT)
+    too_large = (
+        isinstance(rendered, OversizedCatalog) or configmap_data_size(rendered.data) > CONFIGMAP_DATA_LIMIT
+    )
+    # A catalog too large to write has no fingerprint of its own: whether its data was rendered at all
+    # depends on what the warm render cache held (its history), which the state must not depend on.
+    fingerprint = OversizedCatalog.fingerprint if too_large else rendered.fingerprint
     cfg = state.config
     # Rollouts read the catalog only through its hash and fingerprint: re-plan them when those moved.
-    moved = (rendered.catalog_hash, rendered.fingerprint) != (
+    moved = (rendered.catalog_hash, fingerprint) != (
         state.derived.desired_catalog_hash,
         state.derived.desired_catalog_fingerprint,
     )
@@ -522,7 +528,7 @@ def _catalog(out: _Out) -> None:
         derived=evolve(
             state.derived,
             desired_catalog_hash=rendered.catalog_hash,
-            desired_catalog_fingerprint=rendered.fingerprint,
+            desired_catalog_fingerprint=fingerprint,
         ),
     )
     unreadable = {doc.spec.item_prefix: doc for doc in registry.unreadable_documents(state)}
@@ -536,12 +542,12 @@ def _catalog(out: _Out) -> None:
     observed = state.cluster.catalog
     if (
         observed is not None
-        and observed.fingerprint == rendered.fingerprint
+        and observed.fingerprint == fingerprint
         and observed.catalog_hash == rendered.catalog_hash
     ):
         out.forget(configmap_announcement("catalog"))
         return
-    if isinstance(rendered, OversizedCatalog) or configmap_data_size(rendered.data) > CONFIGMAP_DATA_LIMIT:
+    if too_large or isinstance(rendered, OversizedCatalog):
         # The API server would refuse it: keep the catalog apps already read (LiteLLM still routes the
         # new models) and say why, once, instead of a write that can only fail.
         ref = ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.catalog_configmap, "")

@@ -448,7 +448,8 @@ class OversizedCatalog:
     catalog_hash: str
     data_size_at_least: int
 
-    # Stands for the fingerprint of data never rendered: no observed ConfigMap has it.
+    # The desired fingerprint of any catalog too large to write, rendered or not (so the state does not
+    # depend on what the warm cache held): no observed ConfigMap has it.
     fingerprint: ClassVar[str] = "oversized"
 
 

@@ -21,6 +21,7 @@ from catalog_core.plan import catalog_within, full_catalog, rendered_catalog
 from catalog_core.rules import render
 from catalog_core.sources.catalog_configmap import configmap_data_size, data_fingerprint
 from catalog_core.state import CatalogState
+from tests.core import builders as b
 from tests.core import strategies as core_gen
 from tests.core.harness import Cluster
 from tests.eventlog import strategies as gen
@@ -143,3 +144,31 @@ def test_the_placeholder_and_an_empty_catalog_render_as_before() -> None:
     assert render.CatalogParts(config).render().data == empty.data
     boot = render.bootstrap_data(config)
     assert boot[render.HASH_KEY] == "bootstrap" and json.loads(boot["catalog.json"])["models"] == []
+
+
+class _NoCache(list):  # type: ignore[type-arg]
+    """A warm-catalog slot that never keeps one: every render starts cold."""
+
+    def append(self, _: object) -> None:
+        return None
+
+
+def _too_large_run() -> Cluster:
+    c = Cluster()
+    c.start(b.external_configmap([{"name": "small", "model": "openai/small"}]))
+    c.apply(b.external_configmap([{"name": f"many-{i}", "model": f"openai/many-{i}"} for i in range(900)]))
+    c.apply(b.external_configmap([{"name": f"many-{i}", "model": f"openai/many-{i}"} for i in range(901)]))
+    return c
+
+
+def test_a_too_large_catalog_decides_the_same_whatever_the_render_cache_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whether its data was rendered (a cold cache) or only hashed (a warm one knows it is too large),
+    a catalog too large to write leaves the same state and commands: replay must not depend on it."""
+    warm = _too_large_run()
+    assert warm.state.derived.desired_catalog_fingerprint == render.OversizedCatalog.fingerprint
+    monkeypatch.setattr(render, "_WARM", _NoCache())
+    cold = _too_large_run()
+    assert cold.state == warm.state
+    assert cold.commands == warm.commands
