@@ -58,7 +58,7 @@ from catalog_core.rules.render import (
 )
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
-from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, configmap_data_size
+from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import NO_MARKS, CatalogState, Control, RouteRecord, mark, mark_all, marked
 from catalog_core.values import ModelType, logical_name
@@ -482,8 +482,8 @@ def rendered_catalog(state: CatalogState) -> RenderedCatalog:
 
 
 def catalog_within(state: CatalogState, limit: int) -> RenderedCatalog | OversizedCatalog:
-    """``rendered_catalog``, or only its hash when its data is known without rendering to exceed ``limit``
-    bytes (``render_within``): what the plan writes, or says it cannot."""
+    """``rendered_catalog``, or ``OversizedCatalog`` (its hash only) when its data exceeds ``limit`` bytes
+    (``render_within``): what the plan writes, or says it cannot."""
     d = state.derived
     return render_within(d.entries, d.records, _document_records(state), state.config, limit)
 
@@ -509,15 +509,9 @@ def _catalog(out: _Out) -> None:
     if damping.catalog_held_since is not None:
         return  # LiteLLM writes wait for their rows to settle: write the catalog after them too
     rendered = catalog_within(state, CONFIGMAP_DATA_LIMIT)
-    too_large = (
-        isinstance(rendered, OversizedCatalog) or configmap_data_size(rendered.data) > CONFIGMAP_DATA_LIMIT
-    )
-    # A catalog too large to write has no fingerprint of its own: whether its data was rendered at all
-    # depends on what the warm render cache held (its history), which the state must not depend on.
-    fingerprint = OversizedCatalog.fingerprint if too_large else rendered.fingerprint
     cfg = state.config
     # Rollouts read the catalog only through its hash and fingerprint: re-plan them when those moved.
-    moved = (rendered.catalog_hash, fingerprint) != (
+    moved = (rendered.catalog_hash, rendered.fingerprint) != (
         state.derived.desired_catalog_hash,
         state.derived.desired_catalog_fingerprint,
     )
@@ -528,7 +522,7 @@ def _catalog(out: _Out) -> None:
         derived=evolve(
             state.derived,
             desired_catalog_hash=rendered.catalog_hash,
-            desired_catalog_fingerprint=fingerprint,
+            desired_catalog_fingerprint=rendered.fingerprint,
         ),
     )
     unreadable = {doc.spec.item_prefix: doc for doc in registry.unreadable_documents(state)}
@@ -542,12 +536,12 @@ def _catalog(out: _Out) -> None:
     observed = state.cluster.catalog
     if (
         observed is not None
-        and observed.fingerprint == fingerprint
+        and observed.fingerprint == rendered.fingerprint
         and observed.catalog_hash == rendered.catalog_hash
     ):
         out.forget(configmap_announcement("catalog"))
         return
-    if too_large or isinstance(rendered, OversizedCatalog):
+    if isinstance(rendered, OversizedCatalog):
         # The API server would refuse it: keep the catalog apps already read (LiteLLM still routes the
         # new models) and say why, once, instead of a write that can only fail.
         ref = ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.catalog_configmap, "")

@@ -13,7 +13,7 @@ from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import Fragment, Run, canonical_join, pretty, short_hash
 from catalog_core.pmap import PMap, empty
 from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
-from catalog_core.sources.catalog_configmap import data_fingerprint
+from catalog_core.sources.catalog_configmap import configmap_data_size, data_fingerprint
 from catalog_core.state import CatalogEntry, RouteRecord
 from catalog_core.urls import published_url
 from catalog_core.values import ModelType
@@ -440,16 +440,17 @@ _WARM: list[IncrementalCatalog] = []
 
 @attrs.frozen
 class OversizedCatalog:
-    """A catalog whose data is known to exceed ``limit`` bytes, so it was not rendered: only its hash.
+    """A catalog whose data exceeds the limit: only its hash, no data and no fingerprint of its own.
 
     Performance (issue 15, P1): a catalog that cannot be written is not worth its render, which hashes
-    every file (~40 ms at 10,000 models, once per change: the stall bunched the watch's deliveries)."""
+    every file (~56 ms at 10,000 models, once per change: the stall bunched the watch's deliveries).
+    It is known too large from a lower bound the warm cache keeps, or, when the cache is cold, from the
+    rendered data; either way the answer is this."""
 
     catalog_hash: str
     data_size_at_least: int
 
-    # The desired fingerprint of any catalog too large to write, rendered or not (so the state does not
-    # depend on what the warm cache held): no observed ConfigMap has it.
+    # Its fingerprint as the plan records it: no observed ConfigMap has it.
     fingerprint: ClassVar[str] = "oversized"
 
 
@@ -473,8 +474,8 @@ def render_within(
     config: CatalogConfig,
     limit: int,
 ) -> RenderedCatalog | OversizedCatalog:
-    """``render_incremental``, or only the hash when the data is known without rendering it to exceed
-    ``limit`` bytes (a lower bound: a catalog near the limit is rendered and measured)."""
+    """``render_incremental``, or ``OversizedCatalog`` when the data exceeds ``limit`` bytes (then not
+    rendered at all when a lower bound already tells; a catalog near the limit is rendered and measured)."""
     return _incremental(entries, records, extras, config, limit)
 
 
@@ -493,10 +494,15 @@ def _incremental(
         warm = IncrementalCatalog(config)
     warm.update(entries, records, extras)
     parts = warm.parts
-    size = parts.data_size_at_least()
-    rendered: RenderedCatalog | OversizedCatalog = (
-        OversizedCatalog(parts.catalog_hash(), size) if limit is not None and size > limit else parts.render()
-    )
+    rendered: RenderedCatalog | OversizedCatalog
+    if limit is not None and (at_least := parts.data_size_at_least()) > limit:
+        rendered = OversizedCatalog(parts.catalog_hash(), at_least)  # known too large: not rendered
+    else:
+        rendered = parts.render()
+        if limit is not None and (size := configmap_data_size(rendered.data)) > limit:
+            # Rendered, as a cold cache must, and too large all the same: the same answer, so what the
+            # cache held (its history) never shows in the result.
+            rendered = OversizedCatalog(rendered.catalog_hash, size)
     if not _WARM:  # after an exception the half-updated one is dropped, never put back
         _WARM.append(warm)
     return rendered
