@@ -135,6 +135,14 @@ _NO_ANNOTATIONS: Mapping[str, Any] = {}
 _features_type = functools.lru_cache(maxsize=64)(features_type)
 # A cluster has a handful of resource profiles (bounded memo).
 _profile_target = functools.lru_cache(maxsize=256)(compute_target_from_profile)
+# A memo keeps its keys: only values this small are memoized, so Models with megabyte args, features or
+# profiles (anyone who may edit a Model can write them) are parsed every time but never held.
+_MEMO_KEY_CHARS = 1024
+
+
+def _small(strings: tuple[Any, ...]) -> bool:
+    """Whether a tuple of strings is small enough to be a memo's key (TypeError for a non-sized member)."""
+    return sum(map(len, strings)) <= _MEMO_KEY_CHARS
 
 
 def _plain_limit(value: Any) -> int | None:
@@ -204,8 +212,9 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         if type(feature) is not str:
             return None
     try:
-        flags = _plain_flags(tuple(args))
-    except TypeError:  # an unhashable member (an object, a list): not a plain flag
+        key = tuple(args)
+        flags = _plain_flags(key) if _small(key) else _plain_flags.__wrapped__(key)
+    except TypeError:  # a member that is no string (unsized, unhashable): not a plain flag
         return None
     if flags is None:
         return None
@@ -240,8 +249,9 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         engine = engine if isinstance(engine, str) and engine.strip() else "vllm"
     if target is None:
         profile = spec.get("resourceProfile")
-        target = _profile_target(profile if isinstance(profile, str) else "")
-    model_type = _features_type(features)
+        profile = profile if isinstance(profile, str) else ""
+        target = _profile_target(profile) if _small((profile,)) else compute_target_from_profile(profile)
+    model_type = _features_type(features) if _small(features) else features_type(features)
     if model_type is None:
         model_type = kubeai_model_type((), name)
     return KubeAIModel(

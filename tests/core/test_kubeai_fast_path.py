@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from catalog_core.sources import kubeai
 from catalog_core.sources.kubeai import KubeAIModel, _from_plain
 from catalog_core.trim import REJECTED
 from tests.core import strategies as gen
@@ -223,3 +224,22 @@ def test_well_formed_models_take_the_fast_path_and_read_as_on_the_careful_one(
         annotations = {**(annotations or {}), TARGET_ANNOTATION: target}
     obj = model(name, annotations=annotations, args=args, features=features, ready=ready)
     assert same_on_both_paths(obj) is not None
+
+
+def test_megabyte_values_are_read_but_never_held_by_the_parse_memos():
+    # Whoever may edit a Model can make its args, features or profile huge: read as any other, but the
+    # memos (which keep their keys) must not hold them.
+    huge = "x" * 1_000_000
+    memos = (kubeai._plain_flags, kubeai._profile_target, kubeai._features_type)
+    for memo in memos:
+        memo.cache_clear()
+    obj = model(
+        args=["--max-model-len=8192", f"--note={huge}"],
+        features=["TextGeneration", huge],
+        resourceProfile=f"nvidia-{huge}:1",
+    )
+    read = same_on_both_paths(obj)
+    assert read is not None and read.context_window == 8192 and read.compute_target == "nvidia-gpu"
+    assert all(memo.cache_info().currsize == 0 for memo in memos)
+    same_on_both_paths(model())  # a usual Model is memoized as before
+    assert all(memo.cache_info().currsize == 1 for memo in memos)
