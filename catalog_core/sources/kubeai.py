@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
+from catalog_core.memo import SmallKeyMemo
 from catalog_core.sources.common import (
     COMPUTE_TARGET_ANNOTATION,
     CONTEXT_WINDOW_ANNOTATION,
@@ -131,18 +131,10 @@ class KubeAIModel:
 # than MAX_NAME_LENGTH, with no alias prefix: ``checked_name`` finds no problem in it.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}").fullmatch
 _NO_ANNOTATIONS: Mapping[str, Any] = {}
-# KubeAI's features are a handful of words; a model's type is a function of them alone (bounded memo).
-_features_type = functools.lru_cache(maxsize=64)(features_type)
-# A cluster has a handful of resource profiles (bounded memo).
-_profile_target = functools.lru_cache(maxsize=256)(compute_target_from_profile)
-# A memo keeps its keys: only values this small are memoized, so Models with megabyte args, features or
-# profiles (anyone who may edit a Model can write them) are parsed every time but never held.
-_MEMO_KEY_CHARS = 1024
-
-
-def _small(strings: tuple[Any, ...]) -> bool:
-    """Whether a tuple of strings is small enough to be a memo's key (TypeError for a non-sized member)."""
-    return sum(map(len, strings)) <= _MEMO_KEY_CHARS
+# KubeAI's features are a handful of words; a model's type is a function of them alone.
+_features_type = SmallKeyMemo(features_type, max_entries=64)
+# A cluster has a handful of resource profiles.
+_profile_target = SmallKeyMemo(compute_target_from_profile, max_entries=256)
 
 
 def _plain_limit(value: Any) -> int | None:
@@ -156,10 +148,10 @@ def _plain_limit(value: Any) -> int | None:
     return None
 
 
-@functools.lru_cache(maxsize=1024)
-def _plain_flags(args: tuple[Any, ...]) -> tuple[int | None, int | None] | None:
+def _read_plain_flags(args: tuple[Any, ...]) -> tuple[int | None, int | None] | None:
     """(--max-model-len, --max-num-seqs) of a container's args, each None when absent; None when any is
-    unusual. Memoized (issue 15, P5): a Model's args rarely change, and every watch event re-reads them."""
+    unusual. Memoized (``_plain_flags``, issue 15, P5): a Model's args rarely change, and every watch
+    event re-reads them."""
     # The first --max-model-len / --max-num-seqs counts (as in _flag_value); only "--flag=N" is plain.
     context: int | None = None
     max_num_seqs: int | None = None
@@ -180,6 +172,9 @@ def _plain_flags(args: tuple[Any, ...]) -> tuple[int | None, int | None] | None:
             return None
         # else another vLLM limit (--max-loras=2), which the core does not read
     return context, max_num_seqs
+
+
+_plain_flags = SmallKeyMemo(_read_plain_flags, max_entries=1024)
 
 
 def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
@@ -212,9 +207,8 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         if type(feature) is not str:
             return None
     try:
-        key = tuple(args)
-        flags = _plain_flags(key) if _small(key) else _plain_flags.__wrapped__(key)
-    except TypeError:  # a member that is no string (unsized, unhashable): not a plain flag
+        flags = _plain_flags(tuple(args))
+    except TypeError:  # an unhashable member (an object, a list): not a plain flag
         return None
     if flags is None:
         return None
@@ -249,9 +243,8 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         engine = engine if isinstance(engine, str) and engine.strip() else "vllm"
     if target is None:
         profile = spec.get("resourceProfile")
-        profile = profile if isinstance(profile, str) else ""
-        target = _profile_target(profile) if _small((profile,)) else compute_target_from_profile(profile)
-    model_type = _features_type(features) if _small(features) else features_type(features)
+        target = _profile_target(profile if isinstance(profile, str) else "")
+    model_type = _features_type(features)
     if model_type is None:
         model_type = kubeai_model_type((), name)
     return KubeAIModel(

@@ -232,7 +232,7 @@ def test_megabyte_values_are_read_but_never_held_by_the_parse_memos():
     huge = "x" * 1_000_000
     memos = (kubeai._plain_flags, kubeai._profile_target, kubeai._features_type)
     for memo in memos:
-        memo.cache_clear()
+        memo.clear()
     obj = model(
         args=["--max-model-len=8192", f"--note={huge}"],
         features=["TextGeneration", huge],
@@ -240,6 +240,6 @@ def test_megabyte_values_are_read_but_never_held_by_the_parse_memos():
     )
     read = same_on_both_paths(obj)
     assert read is not None and read.context_window == 8192 and read.compute_target == "nvidia-gpu"
-    assert all(memo.cache_info().currsize == 0 for memo in memos)
+    assert all(len(memo) == 0 for memo in memos)
     same_on_both_paths(model())  # a usual Model is memoized as before
-    assert all(memo.cache_info().currsize == 1 for memo in memos)
+    assert all(len(memo) == 1 for memo in memos)

@@ -1,0 +1,35 @@
+"""``SmallKeyMemo``: bounded, and never holding a large key (a hostile Model's megabyte values)."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog_core.memo import SmallKeyMemo
+
+
+def test_it_remembers_small_keys_up_to_its_bound() -> None:
+    calls: list[object] = []
+
+    def upper(key: str) -> str:
+        calls.append(key)
+        return key.upper()
+
+    memo = SmallKeyMemo(upper, max_entries=3)
+    assert [memo("a"), memo("a"), memo("b")] == ["A", "A", "B"]
+    assert calls == ["a", "b"]
+    for key in ("c", "d", "e"):
+        memo(key)
+    assert 0 < len(memo) <= 3
+
+
+def test_large_keys_and_keys_of_other_types_are_computed_but_never_kept() -> None:
+    memo = SmallKeyMemo(len, max_entries=10, max_key_chars=8)
+    assert memo("x" * 9) == 9 and memo(("abcd", "efgh", "i")) == 3 and memo((1, 2)) == 2
+    assert len(memo) == 0
+    assert memo(("abcd", "efgh")) == 2 and len(memo) == 1
+
+
+def test_an_unhashable_key_raises_type_error() -> None:
+    memo = SmallKeyMemo(len, max_entries=10)
+    with pytest.raises(TypeError):
+        memo(([],))  # type: ignore[arg-type]
