@@ -12,9 +12,9 @@ held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule 
 that time, the row waits to settle with the rest. If only one other row changed within it (a pair: two
 isolated changes can coincide, e.g. delivered back to back after the loop was busy), the row is held
 once more, both rows until half the burst window after the first of them: a third change by then is a
-burst, else both go out. An
-isolated change, or many found in one tick (a relist, the first sync) or delivered back to back (within a
-quarter of the probe: one moment), goes out once the probe has passed.
+burst, else both go out. Changes delivered back to back (within a quarter of the probe) are one moment
+for the burst rule, and held like such a pair. An isolated change, or many found in one tick (a relist,
+the first sync), goes out once the probe has passed.
 Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
 catalog that has been stable for its own settle window, at most once per window each.
@@ -96,14 +96,15 @@ class Windows:
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
+        probe = config.litellm_burst_probe_seconds if config.litellm_burst_rows >= 2 else 0.0
         return cls(
             config.litellm_settle_seconds,
             config.litellm_settle_cap_seconds,
             config.rollout_settle_seconds,
             config.litellm_burst_rows,
             config.litellm_burst_window_seconds,
-            probe := config.litellm_burst_probe_seconds if config.litellm_burst_rows >= 2 else 0.0,
-            probe / 4,
+            probe,
+            burst_moment=probe / 4,
         )
 
 
