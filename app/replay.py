@@ -134,6 +134,10 @@ class Replayer:
         self.progress: Callable[[int], None] | None = None  # told each record's byte offset (a bar)
         self.first_seq: int | None = None
         self.failed_steps = 0
+        # With ``skip_quiet``, a step that emits no command where none was recorded is only counted here,
+        # not yielded: nothing to compare or print (Performance, issue 15, P6: most events are such).
+        self.skip_quiet = False
+        self.quiet_steps = 0
 
     def _fail(self, line: int, message: str) -> LogReadError:
         return LogReadError(self.log.path, line, message)
@@ -229,6 +233,7 @@ class Replayer:
         state = self.state
         until = self.until
         structure = wire.structure_event
+        skip_quiet = self.skip_quiet
         for line in records:
             raw = line.raw
             seq, kind = raw["seq"], raw["k"]
@@ -253,7 +258,10 @@ class Replayer:
                     yield Step(*pending, raw["commands"], seq, line.number)
                     pending = None
                     continue
-                yield Step(*pending, [])
+                if skip_quiet and not pending[5]:
+                    self.quiet_steps += 1
+                else:
+                    yield Step(*pending, [])
                 pending = None
             if reseed and kind != "snapshot":
                 raise self._fail(line.number, "a gap must be followed by a snapshot")
@@ -497,6 +505,7 @@ def run(
             replayer = reading(
                 path, progress, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes
             )
+            replayer.skip_quiet = verify  # a quiet step compares equal: compare() returns None at once
             if verify and not replayer.schema_matches:
                 print(
                     "note: the snapshots were written with another state shape; only commands are compared",
@@ -525,6 +534,7 @@ def run(
                             print(command_line(item.seq, command), file=out)
         except (LogReadError, wire.LogFormatError) as exc:
             return unreadable(exc, path, err)
+        events += replayer.quiet_steps
         first, last = replayer.first_seq, replayer.last_seq
         span = f"seq {first}..{last}" if first is not None else "no events"
         if verify:

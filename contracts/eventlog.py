@@ -537,55 +537,80 @@ def _field_reader(tp: Any) -> tuple[int, Any]:
 
 
 def _fast_event_decoder(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """A decoder for ``cls``, generated from its fields' readers (Performance, issue 15, P6: a loop over
+    a plan of readers cost ~1.5 us more per event than the straight-line code it interprets)."""
     hints = typing.get_type_hints(cls)
-    plan = [(f.name, *_field_reader(hints[f.name]), f.default is attrs.NOTHING) for f in attrs.fields(cls)]
-
-    def decode(value: dict[str, Any]) -> Any:
-        kwargs: dict[str, Any] = {}
-        for name, kind, extra, required in plan:
-            v = value.get(name, _ABSENT)
-            if v is _ABSENT:
-                if required:
-                    return None
-                continue
-            t = type(v)
-            if kind == _STR:
-                if t is not str:
-                    return None
-            elif kind == _FLOAT:
-                if t is int:
-                    v = float(v)
-                elif t is not float:
-                    return None
-            elif kind == _BOOL:
-                if t is not bool:
-                    return None
-            elif kind == _INT:
-                if t is not int:
-                    return None
-            elif kind == _ENUM:
-                v = extra.get(v) if t is str else None
-                if v is None:
-                    return None
-            elif kind == _RAW:
-                if t is not dict:
-                    return None
-            elif kind == _RAWS:
-                if t is not list:
-                    return None
-                v = tuple(v)
-                for item in v:
-                    if type(item) is not dict:
-                        return None
-            else:
-                hook, tp = extra
-                v = hook(v, tp)
-            kwargs[name] = v
-        if len(value) != len(kwargs) + 1:  # a key that is no field (the tag is the one more)
-            return None
-        return cls(**kwargs)
-
+    namespace: dict[str, Any] = {"_ABSENT": _ABSENT, "cls": cls}
+    lines = ["def decode(value):", "    count = 1"]  # the tag
+    keywords = []
+    for i, f in enumerate(attrs.fields(cls)):
+        kind, extra = _field_reader(hints[f.name])
+        v = f"v{i}"
+        required = f.default is attrs.NOTHING
+        lines.append(f"    {v} = value.get({f.name!r}, _ABSENT)")
+        if required:
+            lines.append(f"    if {v} is _ABSENT:")
+            lines.append("        return None")
+            pad = "    "
+        else:
+            lines.append(f"    if {v} is not _ABSENT:")
+            pad = "        "
+        lines.extend(pad + line for line in _reader_lines(kind, v, i))
+        if kind in (_ENUM, _HOOK):
+            namespace[f"extra{i}"] = extra
+        lines.append(pad + "count += 1")
+        keywords.append((f.alias, v, required))
+    lines.append("    if len(value) != count:  # a key that is no field")
+    lines.append("        return None")
+    fixed = ", ".join(f"{alias}={v}" for alias, v, required in keywords if required)
+    optional = [(alias, v) for alias, v, required in keywords if not required]
+    if optional:
+        lines.append("    given = {}")
+        for alias, v in optional:
+            lines.append(f"    if {v} is not _ABSENT:")
+            lines.append(f"        given[{alias!r}] = {v}")
+        lines.append(f"    return cls({fixed}{', ' if fixed else ''}**given)")
+    else:
+        lines.append(f"    return cls({fixed})")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<event decoder {cls.__qualname__}>", "exec"), namespace)
+    decode: Callable[[dict[str, Any]], Any] = namespace["decode"]
     return decode
+
+
+def _reader_lines(kind: int, v: str, i: int) -> list[str]:
+    """The checks (and conversion) of one field's value ``v``, as the converter's strict hooks decide."""
+    if kind == _STR:
+        return [f"if type({v}) is not str:", "    return None"]
+    if kind == _FLOAT:  # an int is a number; a bool is not
+        return [
+            f"if type({v}) is int:",
+            f"    {v} = float({v})",
+            f"elif type({v}) is not float:",
+            "    return None",
+        ]
+    if kind == _BOOL:
+        return [f"if type({v}) is not bool:", "    return None"]
+    if kind == _INT:
+        return [f"if type({v}) is not int:", "    return None"]
+    if kind == _ENUM:
+        return [
+            f"{v} = extra{i}.get({v}) if type({v}) is str else None",
+            f"if {v} is None:",
+            "    return None",
+        ]
+    if kind == _RAW:
+        return [f"if type({v}) is not dict:", "    return None"]
+    if kind == _RAWS:
+        return [
+            f"if type({v}) is not list:",
+            "    return None",
+            f"{v} = tuple({v})",
+            f"for item in {v}:",
+            "    if type(item) is not dict:",
+            "        return None",
+        ]
+    return [f"{v} = extra{i}[0]({v}, extra{i}[1])"]
 
 
 _FAST_EVENTS: Final[Mapping[str, Callable[[dict[str, Any]], Any]]] = {

@@ -47,6 +47,28 @@ def test_the_example_replays_identically(example_log: Path, capsys: pytest.Captu
     )
 
 
+def test_verify_reports_commands_the_recording_lacks(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--verify passes over the steps that emit nothing where nothing was recorded without comparing them
+    (issue 15, P6); a step that emits commands where the log recorded none is still compared, and fails."""
+    records = _records(example_log)
+    dropped = next(i for i, r in enumerate(records) if r["k"] == "commands")
+    answered = records[dropped]["answers"]
+    kept = records[:dropped]
+    for record in records[dropped + 1 :]:  # renumbered, so the log stays gapless
+        record["seq"] -= 1
+        if record["k"] == "commands":
+            record["answers"] -= 1
+        kept.append(record)
+    mutated = _write(tmp_path / "mutated.jsonl", kept)
+    code, out, _ = _cli(capsys, "replay", str(mutated), "--verify")
+    assert code == 1
+    assert out.startswith(
+        f"diverged at seq {answered}: the recording has no commands for event seq {answered}"
+    )
+
+
 def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _cli(capsys, "replay", str(example_log))
     assert code == 0
