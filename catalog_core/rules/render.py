@@ -408,6 +408,10 @@ class IncrementalCatalog:
         self.entries: PMap[CatalogEntry] = empty()
         self.records: PMap[RouteRecord] = empty()
         self.extras: tuple[RouteRecord, ...] = ()
+        # The last render and its data size, until a member changes. Performance (issue 15, P6): most
+        # ticks that plan the catalog follow an event that changed none of it (the echo of our own
+        # ConfigMap write, a probe answer that changed no health), and rendering it again cost ~300 us.
+        self.rendered: tuple[RenderedCatalog, int | None] | None = None
 
     def update(
         self, entries: PMap[CatalogEntry], records: PMap[RouteRecord], extras: tuple[RouteRecord, ...]
@@ -415,22 +419,44 @@ class IncrementalCatalog:
         """``extras``: records each listed after every record of the same (source, name) (those of
         unreadable documents)."""
         parts = self.parts
+        changed = False
         for _, old, new in self.entries.changes(entries):
+            changed = True
             if old is not None:
                 parts.remove_entry(old)
             if new is not None:
                 parts.put_entry(new)
         for item, old_record, new_record in self.records.changes(records):
+            changed = True
             if old_record is not None:
                 parts.remove_record(_record_key(item, old_record))
             if new_record is not None:
                 parts.put_record(_record_key(item, new_record), new_record)
         if extras != self.extras:
+            changed = True
             for old_extra in self.extras:
                 parts.remove_record((old_extra.source, old_extra.name, 1))
             for extra in extras:
                 parts.put_record((extra.source, extra.name, 1), extra)
+        if changed:
+            self.rendered = None
         self.entries, self.records, self.extras = entries, records, extras
+
+    def render(self) -> RenderedCatalog:
+        """The catalog, rendered again only when a member changed."""
+        if self.rendered is None:
+            self.rendered = self.parts.render(), None
+        return self.rendered[0]
+
+    def data_size(self) -> int:
+        """The size of the rendered catalog's data (as a ConfigMap counts it)."""
+        rendered = self.render()
+        assert self.rendered is not None
+        size = self.rendered[1]
+        if size is None:
+            size = configmap_data_size(rendered.data)
+            self.rendered = rendered, size
+        return size
 
 
 # The warm catalog of the last render. Taken out while in use, so two threads (a blocking host's view
@@ -498,8 +524,8 @@ def _incremental(
     if limit is not None and (at_least := parts.data_size_at_least()) > limit:
         rendered = OversizedCatalog(parts.catalog_hash(), at_least)  # known too large: not rendered
     else:
-        rendered = parts.render()
-        if limit is not None and (size := configmap_data_size(rendered.data)) > limit:
+        rendered = warm.render()
+        if limit is not None and (size := warm.data_size()) > limit:
             # Rendered, as a cold cache must, and too large all the same: the same answer, so what the
             # cache held (its history) never shows in the result.
             rendered = OversizedCatalog(rendered.catalog_hash, size)
