@@ -169,6 +169,15 @@ def parser() -> argparse.ArgumentParser:
         "report the first difference with both versions",
     )
     replay_cmd.add_argument("--json", action="store_true", help="print the commands as JSON Lines")
+    replay_cmd.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="with --verify: cut a large log at its snapshots and verify up to N parts at once, each in "
+        "its own process (1)",
+    )
     _max_line_bytes(replay_cmd)
     replay_cmd.set_defaults(func=_replay)
 
@@ -242,6 +251,7 @@ def _replay(args: argparse.Namespace) -> int:
         verify=args.verify,
         as_json=args.json,
         max_line_bytes=args.max_line_bytes,
+        jobs=args.jobs,
     )
 
 

@@ -115,8 +115,13 @@ class Replayer:
         until: int | None = None,
         from_snapshot: bool = False,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        part: tuple[int, int | None] | None = None,
     ) -> None:
+        """``part``: (start, stop) byte offsets of snapshot records (start 0: the log's beginning; stop
+        None: its end): only that part of the log, from the snapshot at ``start``, restored, to the
+        snapshot at ``stop``, compared (``app.replay_parts``)."""
         self.log = LogFile(path, max_line_bytes=max_line_bytes)
+        self.part = part
         self.header = self.log.header
         self.until = until
         self.from_snapshot = from_snapshot
@@ -175,7 +180,15 @@ class Replayer:
 
     def __iter__(self) -> Iterator[Item]:
         records: Iterator[LogLine]
-        if self.from_snapshot:
+        if self.part is not None and self.part[0] > 0:
+            start = self.part[0]
+            records = self.log.records(start, self.log.line_number_at(start))
+            opening = next(records, None)
+            if opening is None or opening.raw["k"] != "snapshot":
+                raise self._fail(0, f"no snapshot record at byte {start}")
+            self.state = self._restore(opening, "a part of the log starts from a snapshot")
+            prev = opening.raw["seq"]
+        elif self.from_snapshot:
             snapshot = self.log.latest_snapshot(self.until)
             if snapshot is None:
                 where = f" at or before seq {self.until}" if self.until is not None else ""
@@ -234,6 +247,7 @@ class Replayer:
         until = self.until
         structure = wire.structure_event
         skip_quiet = self.skip_quiet
+        stop_at = self.part[1] if self.part is not None else None
         for line in records:
             raw = line.raw
             seq, kind = raw["seq"], raw["k"]
@@ -303,6 +317,8 @@ class Replayer:
             else:
                 self._header_again(line)
             self.last_seq = seq
+            if line.offset == stop_at:  # the snapshot the next part starts from: compared, and the end
+                break
         if pending is not None:
             # Stopped by --until between an event and its commands: what was recorded is not read.
             yield Step(*pending, None if stopped else [])
@@ -487,6 +503,49 @@ def unreadable(exc: LogReadError | wire.LogFormatError, path: str, err: IO[str])
     return EXIT_UNREADABLE
 
 
+@attrs.frozen
+class Verified:
+    """What a verify of a log (or of a part of one, ``app.replay_parts``) found."""
+
+    events: int
+    commands: int
+    snapshots: int
+    first_seq: int | None
+    last_seq: int | None
+    failed_steps: int
+    divergence: Divergence | None = None
+
+
+def verify_log(replayer: Replayer, note: Callable[[str], None]) -> Verified:
+    """Replay and compare every step (and snapshot) until the first difference; ``note`` is told each
+    notice on the way."""
+    replayer.skip_quiet = True  # a quiet step compares equal: compare() would return None at once
+    events = commands = snapshots = 0
+    divergence: Divergence | None = None
+    for item in replayer:
+        if isinstance(item, Notice):
+            note(item.message)
+        elif isinstance(item, SnapshotSeen):
+            if replayer.schema_matches:
+                snapshots += 1
+                if (divergence := compare_state(item)) is not None:
+                    break
+        else:
+            events += 1
+            commands += len(item.commands)
+            if item.recorded is not None and (divergence := compare(item)) is not None:
+                break
+    return Verified(
+        events + replayer.quiet_steps,
+        commands,
+        snapshots,
+        replayer.first_seq,
+        replayer.last_seq,
+        replayer.failed_steps,
+        divergence,
+    )
+
+
 def run(
     path: str,
     *,
@@ -495,38 +554,48 @@ def run(
     verify: bool = False,
     as_json: bool = False,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    jobs: int = 1,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
+    """``jobs``: with ``verify``, how many processes may verify parts of the log at once."""
     with command_streams(path, out, err) as streams:
         progress, out, err = streams
-        events = commands = snapshots = 0
+
+        def note(message: str) -> None:
+            print(f"note: {message}", file=err)
+
         try:
             replayer = reading(
                 path, progress, until=until, from_snapshot=from_snapshot, max_line_bytes=max_line_bytes
             )
-            replayer.skip_quiet = verify  # a quiet step compares equal: compare() returns None at once
-            if verify and not replayer.schema_matches:
+            if verify:
+                if not replayer.schema_matches:
+                    note("the snapshots were written with another state shape; only commands are compared")
+                result = None
+                if jobs > 1:
+                    from app.replay_parts import verify_in_parts
+
+                    result = verify_in_parts(replayer, jobs, note)
+                if result is None:
+                    result = verify_log(replayer, note)
+                if result.divergence is not None:
+                    return _diverged(result.divergence, out)
                 print(
-                    "note: the snapshots were written with another state shape; only commands are compared",
-                    file=err,
+                    f"verified {path}: {result.events} events ({_span(result.first_seq, result.last_seq)}), "
+                    f"{result.commands} commands and {result.snapshots} snapshots replay identically",
+                    file=out,
                 )
+                _failed_steps(result.failed_steps, note)
+                return EXIT_OK
+            events = commands = 0
             for item in replayer:
                 if isinstance(item, Notice):
-                    print(f"note: {item.message}", file=err)
-                elif isinstance(item, SnapshotSeen):
-                    if verify and replayer.schema_matches:
-                        snapshots += 1
-                        divergence = compare_state(item)
-                        if divergence is not None:
-                            return _diverged(divergence, out)
-                else:
+                    note(item.message)
+                elif isinstance(item, Step):
                     events += 1
                     commands += len(item.commands)
-                    if verify:
-                        if item.recorded is not None and (divergence := compare(item)) is not None:
-                            return _diverged(divergence, out)
-                    elif as_json:
+                    if as_json:
                         for body in wire.unstructure_commands(item.commands):
                             print(wire.dumps({"answers": item.seq, "command": body}).decode(), file=out)
                     else:
@@ -534,20 +603,19 @@ def run(
                             print(command_line(item.seq, command), file=out)
         except (LogReadError, wire.LogFormatError) as exc:
             return unreadable(exc, path, err)
-        events += replayer.quiet_steps
-        first, last = replayer.first_seq, replayer.last_seq
-        span = f"seq {first}..{last}" if first is not None else "no events"
-        if verify:
-            print(
-                f"verified {path}: {events} events ({span}), {commands} commands and {snapshots} snapshots "
-                "replay identically",
-                file=out,
-            )
-        else:
-            print(f"replayed {events} events ({span}): {commands} commands", file=err)
-        if replayer.failed_steps:
-            print(f"note: {replayer.failed_steps} events were skipped: their step raised", file=err)
+        span = _span(replayer.first_seq, replayer.last_seq)
+        print(f"replayed {events} events ({span}): {commands} commands", file=err)
+        _failed_steps(replayer.failed_steps, note)
         return EXIT_OK
+
+
+def _span(first: int | None, last: int | None) -> str:
+    return f"seq {first}..{last}" if first is not None else "no events"
+
+
+def _failed_steps(count: int, note: Callable[[str], None]) -> None:
+    if count:
+        note(f"{count} events were skipped: their step raised")
 
 
 def _diverged(divergence: Divergence, out: IO[str]) -> int:

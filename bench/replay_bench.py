@@ -38,8 +38,11 @@ def _rss_kib(pid: int) -> int | None:
     return None
 
 
-def replay_verify(log: Path) -> dict[str, Any]:
-    command = [sys.executable, "-m", "app.cli", "replay", str(log), "--verify"]
+def replay_verify(log: Path, jobs: int = 1) -> dict[str, Any]:
+    """One CPU (pinned) by default; with ``jobs`` > 1, ``--jobs`` on every CPU this process may use (the
+    RSS sampled is then the parent's alone)."""
+    args = ["replay", str(log), "--verify", *(["--jobs", str(jobs)] if jobs > 1 else [])]
+    command = [sys.executable, "-m", "app.cli", *args]
     cpu = sorted(os.sched_getaffinity(0))[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
@@ -48,7 +51,7 @@ def replay_verify(log: Path) -> dict[str, Any]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),  # noqa: PLW1509 - no threads here yet
+        preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if jobs == 1 else None,  # noqa: PLW1509
     )
     samples: list[tuple[float, int]] = []
     while child.poll() is None:
@@ -60,7 +63,7 @@ def replay_verify(log: Path) -> dict[str, Any]:
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
-        "command": " ".join(["model-catalog", "replay", str(log), "--verify"]),
+        "command": " ".join(["model-catalog", *args]),
         "exit": child.returncode,
         "output": (out + err).strip(),
         "wall_s": wall,

@@ -129,8 +129,21 @@ def p6(records: int, repeats: int) -> dict[str, Any]:
             round(kib / 1024, 1) for _, kib in samples[:: max(1, len(samples) // 20)]
         ]
         runs.append(result)
+    # the same verify cut at snapshots into parts on both CPUs (--jobs; reported apart, not the target's)
+    cpus = len(os.sched_getaffinity(0))
+    parallel = []
+    for i in range(repeats if cpus > 1 else 0):
+        log(f"P6: replay --verify --jobs {cpus} {path.name} ({i + 1}/{repeats})")
+        result = replay_verify(path, jobs=cpus)
+        if result["exit"] != 0:
+            raise RuntimeError(f"replay --jobs failed: {result['output']}")
+        result.pop("rss_samples")
+        parallel.append(result)
     seconds, count = decode_only(path)
     return {
+        "parallel": {"jobs": cpus, "wall_s": summary([r["wall_s"] for r in parallel]), "runs": parallel}
+        if parallel
+        else None,
         "records": records,
         "log_bytes": path.stat().st_size,
         "generated_seconds": generated,

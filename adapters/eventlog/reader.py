@@ -38,6 +38,10 @@ class LogReadError(Exception):
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.message}"
 
+    def __reduce__(self) -> tuple[type[LogReadError], tuple[str, int, str]]:
+        # raised in a worker of a verify in parts (app.replay_parts), re-raised whole in the parent
+        return LogReadError, (self.path, self.line, self.message)
+
 
 class LogLine(NamedTuple):
     number: int  # 1-based
@@ -138,6 +142,40 @@ class LogFile:
                     number += 1
         except OSError as exc:
             raise LogReadError(self.path, number, f"cannot read: {exc.strerror or exc}") from None
+
+    def snapshot_after(self, offset: int) -> int | None:
+        """The byte offset of the first snapshot record that starts after byte ``offset`` (None: none, or
+        a line on the way longer than the bound). Reads from ``offset`` on, parsing only snapshot lines."""
+        marker = b'"snapshot"'
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(offset)
+                if offset > 0:
+                    offset += len(f.readline(self.max_line_bytes + 1))  # the rest of the line it falls in
+                for line in self._lines(f, 0):
+                    if marker in line[:128] and wire.load(line).get("k") == "snapshot":
+                        return offset
+                    offset += len(line)
+        except (OSError, LogReadError, wire.LogFormatError):
+            return None  # the sequential read reports it, with its line
+        return None
+
+    def line_number_at(self, offset: int) -> int:
+        """The 1-based number of the line that starts at byte ``offset``."""
+        newlines = 0
+        buffer = bytearray(1 << 22)
+        try:
+            with open(self.path, "rb", buffering=0) as f:
+                left = offset
+                while left > 0:
+                    read = f.readinto(memoryview(buffer)[: min(left, len(buffer))])
+                    if not read:
+                        break
+                    newlines += buffer.count(b"\n", 0, read)
+                    left -= read
+        except OSError as exc:
+            raise LogReadError(self.path, 0, f"cannot read: {exc.strerror or exc}") from None
+        return newlines + 1
 
     def latest_snapshot(self, until: int | None) -> LogLine | None:
         """The last snapshot record with ``seq <= until`` (any, when ``until`` is None), by a cheap scan."""

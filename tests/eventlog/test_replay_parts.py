@@ -1,0 +1,135 @@
+"""``replay --verify --jobs N`` (app.replay_parts) answers exactly as the verify in one process does.
+
+The example log has snapshots at lines 46 and 95; with the size floor lifted it is cut there. Every case
+runs both ways and compares exit code, stdout and stderr: a log that verifies, a difference in a later
+part's commands, a snapshot at a cut that differs from the replay, and an unreadable line in a later part
+(reported with its line number in the whole file).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from app import replay, replay_parts
+
+
+@pytest.fixture(autouse=True)
+def _small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay_parts, "MIN_BYTES_PER_PART", 1)
+
+
+def _run(path: Path, **options: Any) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = replay.run(str(path), verify=True, out=out, err=err, **options)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _both(path: Path, jobs: int) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+    one = _run(path)
+    parts = _run(path, jobs=jobs)
+    return one, parts
+
+
+def _without_parts_note(err: str) -> str:
+    return "".join(line for line in err.splitlines(keepends=True) if "parts at once" not in line)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def test_the_parts_are_the_snapshots_and_the_answer_is_the_same(example_log: Path) -> None:
+    replayer = replay.Replayer(example_log)
+    lines = example_log.read_bytes().splitlines(keepends=True)
+    starts = [sum(len(x) for x in lines[:n]) for n in range(len(lines))]
+    snapshots = [starts[45], starts[94]]  # the snapshot records, at lines 46 and 95
+    # a part begins at the first snapshot after each 1/N of the file's bytes; one snapshot cuts once
+    assert replay_parts.cuts(replayer, 8) == snapshots
+    assert len(replay_parts.cuts(replayer, 2)) == 1 and set(replay_parts.cuts(replayer, 2)) <= set(snapshots)
+    for jobs in (2, 3, 8):
+        one, parts = _both(example_log, jobs)
+        assert one[0] == parts[0] == replay.EXIT_OK
+        assert parts[1] == one[1]
+        assert "verifying in" in parts[2] and _without_parts_note(parts[2]) == one[2]
+
+
+def test_a_difference_in_a_later_part_is_reported_as_in_one_process(
+    example_log: Path, tmp_path: Path
+) -> None:
+    records = _records(example_log)
+    late = max(i for i, r in enumerate(records) if r["k"] == "commands" and i > 95)
+    records[late]["commands"][0]["id"] = "0" * 16
+    mutated = _write(tmp_path / "late.jsonl", records)
+    one, parts = _both(mutated, 3)
+    assert "parts at once" in parts[2]
+    assert one[0] == parts[0] == replay.EXIT_DIVERGED
+    assert parts[1] == one[1]
+    assert one[1].startswith(f"diverged at seq {records[late]['seq']}: ")
+
+
+def test_a_snapshot_at_a_cut_that_differs_is_reported_by_the_part_that_ends_there(
+    example_log: Path, tmp_path: Path
+) -> None:
+    records = _records(example_log)
+    cut = next(i for i, r in enumerate(records) if r["k"] == "snapshot")
+    records[cut]["state"]["now"] += 1.0  # the next part starts from this state; the part before compares it
+    mutated = _write(tmp_path / "snapshot.jsonl", records)
+    assert sum(1 for line in mutated.read_bytes().splitlines() if b'"snapshot"' in line[:128]) == 2
+    one, parts = _both(mutated, 8)  # cut at both snapshots
+    assert "verifying in 3 parts at once" in parts[2]
+    assert one[0] == parts[0] == replay.EXIT_DIVERGED
+    assert parts[1] == one[1]
+    assert f"the snapshot (line {cut + 1}) differs from the replayed state in: now" in one[1]
+
+
+def test_an_unreadable_line_in_a_later_part_names_its_line_in_the_file(
+    example_log: Path, tmp_path: Path
+) -> None:
+    lines = example_log.read_bytes().splitlines(keepends=True)
+    lines[120] = b'{"seq": "not json\n'
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"".join(lines))
+    one, parts = _both(damaged, 8)
+    assert "verifying in 3 parts at once" in parts[2]
+    assert one[0] == parts[0] == replay.EXIT_UNREADABLE
+    assert f"{damaged}:121: " in one[2]
+    assert _without_parts_note(parts[2]) == one[2]
+
+
+def test_what_cannot_be_cut_is_verified_in_one_process(
+    example_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay_parts, "MIN_BYTES_PER_PART", 1 << 40)  # the floor: smaller than one part
+    code, out, err = _run(example_log, jobs=4)
+    assert code == replay.EXIT_OK and "parts at once" not in err
+    assert out == _run(example_log)[1]
+    monkeypatch.setattr(replay_parts, "MIN_BYTES_PER_PART", 1)
+    code, _, err = _run(example_log, jobs=4, until=100)  # --until: one process, as it stops mid-way
+    assert code == replay.EXIT_OK and "parts at once" not in err
+
+
+def test_with_other_threads_alive_the_parts_are_spawned_not_forked(
+    example_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    real = replay_parts.multiprocessing.get_context
+
+    def context(method: str) -> Any:
+        started.append(method)
+        return real(method)
+
+    monkeypatch.setattr(replay_parts.threading, "active_count", lambda: 2)
+    monkeypatch.setattr(replay_parts.multiprocessing, "get_context", context)
+    one, parts = _both(example_log, 2)
+    assert started == ["spawn"]
+    assert parts[:2] == one[:2]
