@@ -578,10 +578,13 @@ def _fast_event_decoder(cls: type) -> Callable[[dict[str, Any]], Any]:
     return decode
 
 
+_EXACT_TYPE: Final = {_STR: "str", _BOOL: "bool", _INT: "int", _RAW: "dict"}  # no subclass, no conversion
+
+
 def _reader_lines(kind: int, v: str, i: int) -> list[str]:
     """The checks (and conversion) of one field's value ``v``, as the converter's strict hooks decide."""
-    if kind == _STR:
-        return [f"if type({v}) is not str:", "    return None"]
+    if kind in _EXACT_TYPE:
+        return [f"if type({v}) is not {_EXACT_TYPE[kind]}:", "    return None"]
     if kind == _FLOAT:  # an int is a number; a bool is not
         return [
             f"if type({v}) is int:",
@@ -589,18 +592,12 @@ def _reader_lines(kind: int, v: str, i: int) -> list[str]:
             f"elif type({v}) is not float:",
             "    return None",
         ]
-    if kind == _BOOL:
-        return [f"if type({v}) is not bool:", "    return None"]
-    if kind == _INT:
-        return [f"if type({v}) is not int:", "    return None"]
     if kind == _ENUM:
         return [
             f"{v} = extra{i}.get({v}) if type({v}) is str else None",
             f"if {v} is None:",
             "    return None",
         ]
-    if kind == _RAW:
-        return [f"if type({v}) is not dict:", "    return None"]
     if kind == _RAWS:
         return [
             f"if type({v}) is not list:",
