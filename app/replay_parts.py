@@ -14,9 +14,9 @@ Used only where it can give the same answer: ``--verify`` of a whole log (no ``-
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import attrs
@@ -56,23 +56,24 @@ def verify_in_parts(replayer: Replayer, jobs: int, note: Callable[[str], None]) 
     if threading.active_count() > 1:
         method = "spawn"
     path, limit = str(replayer.log.path), replayer.log.max_line_bytes
-    with ProcessPoolExecutor(len(bounds), mp_context=multiprocessing.get_context(method)) as pool:
-        futures: list[Future[tuple[Verified, list[str]]]] = [
-            pool.submit(_verify_part, path, limit, part) for part in bounds
-        ]
+    context = multiprocessing.get_context(method)
+    # Leaving the pool terminates its workers: after a difference or an unreadable line, after Ctrl-C
+    # (the parent's alone: workers ignore SIGINT), the parts still running stop at once.
+    with context.Pool(len(bounds), initializer=_ignore_interrupts) as pool:
+        pending = [pool.apply_async(_verify_part, (path, limit, part)) for part in bounds]
         total: Verified | None = None
-        try:
-            for future in futures:
-                part, notes = future.result()  # a LogReadError of a part is raised here, in log order
-                for message in notes:
-                    note(message)
-                total = part if total is None else _joined(total, part)
-                if part.divergence is not None:
-                    return total
-        finally:
-            for future in futures:
-                future.cancel()
+        for result in pending:
+            part, notes = result.get()  # a LogReadError of a part is raised here, in log order
+            for message in notes:
+                note(message)
+            total = part if total is None else _joined(total, part)
+            if part.divergence is not None:
+                break
     return total
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _verify_part(path: str, max_line_bytes: int, part: tuple[int, int | None]) -> tuple[Verified, list[str]]:
