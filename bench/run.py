@@ -72,6 +72,15 @@ NOTES = (
     "10,000 models). The fake LiteLLM encodes its answers with orjson and keeps each row's /model/info "
     "entry per row version (its one event loop reads no write while it answers /model/info: building "
     "10,000 entries took ~150 ms per poll).",
+    "P6 on one CPU (the target's measure) is the fold's cost: ~60% of a verify is `step` itself, ~10 us "
+    "per event on average (a watch event that changes nothing ~7 us, a probe answer ~8 us, a tick ~3 us "
+    "idle and ~24 us when it starts three probes), the event-log layer ~20%, the replay loop and the "
+    "comparisons the rest. Each event copies the frozen state (~1 us for its 12 fields) and a few "
+    "persistent maps (~1-2 us per update); what is left is spread over many such operations, none above a "
+    "few percent (py-spy: the profile section below). Reaching 10 s on one CPU needs fewer copies per event "
+    "(a working copy per step made frozen once at its end; probe bookkeeping out of the in-flight map, a "
+    "state-schema change), not a faster hot spot. `replay --verify --jobs` cuts the log at snapshots and "
+    "verifies the parts at once: on this 2-core machine it is the figure apart.",
     "At 10,000 models a change no longer renders the catalog (issue 15): one known to exceed the "
     "ConfigMap limit is only hashed (the render hashed ~17 MiB, ~56 ms per change, and the stall "
     "bunched the watch's deliveries into false bursts), and changes delivered within 2.5 ms of each "
