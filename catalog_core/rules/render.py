@@ -13,7 +13,11 @@ from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import Fragment, Run, canonical_join, pretty, short_hash
 from catalog_core.pmap import PMap, empty
 from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
-from catalog_core.sources.catalog_configmap import configmap_data_size, data_fingerprint
+from catalog_core.sources.catalog_configmap import (
+    CONFIGMAP_DATA_LIMIT,
+    configmap_data_size,
+    data_fingerprint,
+)
 from catalog_core.state import CatalogEntry, RouteRecord
 from catalog_core.urls import published_url
 from catalog_core.values import ModelType
@@ -411,6 +415,8 @@ class IncrementalCatalog:
         # The last render and its data size, until a member changes. Performance (issue 15, P6): most
         # ticks that plan the catalog follow an event that changed none of it (the echo of our own
         # ConfigMap write, a probe answer that changed no health), and rendering it again cost ~300 us.
+        # Only a render a ConfigMap may hold is kept: one of 10,000 models (a metrics scrape renders it)
+        # is ~17 MiB, held for nothing, since the plan never renders a catalog known to be too large.
         self.rendered: tuple[RenderedCatalog, int | None] | None = None
 
     def update(
@@ -443,15 +449,18 @@ class IncrementalCatalog:
         self.entries, self.records, self.extras = entries, records, extras
 
     def render(self) -> RenderedCatalog:
-        """The catalog, rendered again only when a member changed."""
-        if self.rendered is None:
-            self.rendered = self.parts.render(), None
-        return self.rendered[0]
+        """The catalog, rendered again only when a member changed (or when it is too large to keep)."""
+        if self.rendered is not None:
+            return self.rendered[0]
+        rendered = self.parts.render()
+        if self.parts.data_size_at_least() <= CONFIGMAP_DATA_LIMIT:
+            self.rendered = rendered, None
+        return rendered
 
-    def data_size(self) -> int:
-        """The size of the rendered catalog's data (as a ConfigMap counts it)."""
-        rendered = self.render()
-        assert self.rendered is not None
+    def data_size(self, rendered: RenderedCatalog) -> int:
+        """The size of ``rendered``'s data (as a ConfigMap counts it): this catalog's last render."""
+        if self.rendered is None or self.rendered[0] is not rendered:
+            return configmap_data_size(rendered.data)
         size = self.rendered[1]
         if size is None:
             size = configmap_data_size(rendered.data)
@@ -525,7 +534,7 @@ def _incremental(
         rendered = OversizedCatalog(parts.catalog_hash(), at_least)  # known too large: not rendered
     else:
         rendered = warm.render()
-        if limit is not None and (size := warm.data_size()) > limit:
+        if limit is not None and (size := warm.data_size(rendered)) > limit:
             # Rendered, as a cold cache must, and too large all the same: the same answer, so what the
             # cache held (its history) never shows in the result.
             rendered = OversizedCatalog(rendered.catalog_hash, size)

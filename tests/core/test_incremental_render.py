@@ -103,6 +103,38 @@ def test_a_warm_catalog_dropped_midway_is_rebuilt() -> None:
     _agree(c.state)
 
 
+def test_the_warm_catalog_keeps_its_last_render_only_while_a_configmap_may_hold_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kept, a render answers the next ticks until a member changes; one too large to write (a metrics
+    scrape renders it at any size) is not kept: ~17 MiB at 10,000 models, held for nothing."""
+    render._WARM.clear()
+    c = Cluster()
+    c.start(*_LLAMA)
+    first = rendered_catalog(c.state)
+    (warm,) = render._WARM
+    assert warm.rendered is not None and warm.rendered[0] is first
+    assert rendered_catalog(c.state) is first  # nothing changed: the kept render
+    monkeypatch.setattr(render, "CONFIGMAP_DATA_LIMIT", 10)
+    render._WARM.clear()
+    again = rendered_catalog(c.state)
+    assert again == first == full_catalog(c.state)
+    (warm,) = render._WARM
+    assert warm.rendered is None
+    assert rendered_catalog(c.state) is not again  # rendered anew each time
+
+
+_LLAMA = (
+    {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": "llama", "namespace": "ai", "uid": "u1"},
+        "spec": {"features": ["TextGeneration"], "engine": "VLLM", "url": "hf://x/llama"},
+        "status": {"replicas": {"ready": 1}},
+    },
+)
+
+
 class _Exploding(render.IncrementalCatalog):
     def update(self, *args: Any) -> None:
         raise RuntimeError("boom")
