@@ -417,7 +417,8 @@ class IncrementalCatalog:
         # ConfigMap write, a probe answer that changed no health), and rendering it again cost ~300 us.
         # Only a render a ConfigMap may hold is kept: one of 10,000 models (a metrics scrape renders it)
         # is ~17 MiB, held for nothing, since the plan never renders a catalog known to be too large.
-        self.rendered: tuple[RenderedCatalog, int | None] | None = None
+        self.rendered: RenderedCatalog | None = None
+        self.rendered_size: int | None = None
 
     def update(
         self, entries: PMap[CatalogEntry], records: PMap[RouteRecord], extras: tuple[RouteRecord, ...]
@@ -445,27 +446,25 @@ class IncrementalCatalog:
             for extra in extras:
                 parts.put_record((extra.source, extra.name, 1), extra)
         if changed:
-            self.rendered = None
+            self.rendered = self.rendered_size = None
         self.entries, self.records, self.extras = entries, records, extras
 
     def render(self) -> RenderedCatalog:
         """The catalog, rendered again only when a member changed (or when it is too large to keep)."""
         if self.rendered is not None:
-            return self.rendered[0]
+            return self.rendered
         rendered = self.parts.render()
         if self.parts.data_size_at_least() <= CONFIGMAP_DATA_LIMIT:
-            self.rendered = rendered, None
+            self.rendered = rendered
         return rendered
 
     def data_size(self, rendered: RenderedCatalog) -> int:
-        """The size of ``rendered``'s data (as a ConfigMap counts it): this catalog's last render."""
-        if self.rendered is None or self.rendered[0] is not rendered:
+        """The size of ``rendered``'s data (as a ConfigMap counts it), kept with the render it is of."""
+        if rendered is not self.rendered:
             return configmap_data_size(rendered.data)
-        size = self.rendered[1]
-        if size is None:
-            size = configmap_data_size(rendered.data)
-            self.rendered = rendered, size
-        return size
+        if self.rendered_size is None:
+            self.rendered_size = configmap_data_size(rendered.data)
+        return self.rendered_size
 
 
 # The warm catalog of the last render. Taken out while in use, so two threads (a blocking host's view

@@ -113,7 +113,7 @@ def test_the_warm_catalog_keeps_its_last_render_only_while_a_configmap_may_hold_
     c.start(*_LLAMA)
     first = rendered_catalog(c.state)
     (warm,) = render._WARM
-    assert warm.rendered is not None and warm.rendered[0] is first
+    assert warm.rendered is first
     assert rendered_catalog(c.state) is first  # nothing changed: the kept render
     monkeypatch.setattr(render, "CONFIGMAP_DATA_LIMIT", 10)
     render._WARM.clear()
