@@ -7,11 +7,18 @@ object ``attrs.evolve`` builds (validators, converters and ``__attrs_post_init__
 half the cost. A class with a field left out of ``__init__`` (a command's ``id``) or a keyword-only
 field takes ``attrs.evolve`` itself. ``tests/core/test_evolve.py`` compares the two on every frozen
 class of the core.
+
+A slotted class whose ``__init__`` only stores its arguments (no validator, converter, pre- or
+post-init hook, no cached hash: the state and its groups) is copied without it: a new instance gets
+each slot set through the slot's own descriptor, which is what that ``__init__`` does, minus the call
+and a look-up per field (~1.1 -> ~0.5 us for the state's 12 fields; the fold copies the state about
+once per event).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MemberDescriptorType
 from typing import Any, TypeVar
 
 import attrs
@@ -38,9 +45,35 @@ def _copier(cls: type) -> Callable[..., Any]:
         if not (f.name.isidentifier() and f.alias.isidentifier()):  # pragma: no cover - attrs ensures it
             return attrs.evolve
     params = ", ".join(f"{f.alias}=_KEPT" for f in fields)
-    args = ", ".join(f"inst.{f.name} if {f.alias} is _KEPT else {f.alias}" for f in fields)
-    source = f"def copy(inst, /, *, {params}):\n    return cls({args})\n"
     namespace: dict[str, Any] = {"_KEPT": _KEPT, "cls": cls}
+    slots = _slot_setters(cls, fields)
+    if slots is None:
+        args = ", ".join(f"inst.{f.name} if {f.alias} is _KEPT else {f.alias}" for f in fields)
+        source = f"def copy(inst, /, *, {params}):\n    return cls({args})\n"
+    else:
+        namespace.update(slots, _new=object.__new__)
+        sets = "".join(
+            f"    _set_{i}(new, inst.{f.name} if {f.alias} is _KEPT else {f.alias})\n"
+            for i, f in enumerate(fields)
+        )
+        source = f"def copy(inst, /, *, {params}):\n    new = _new(cls)\n{sets}    return new\n"
     exec(compile(source, f"<evolve {cls.__module__}.{cls.__qualname__}>", "exec"), namespace)
     copy: Callable[..., Any] = namespace["copy"]
     return copy
+
+
+def _slot_setters(cls: type, fields: tuple[attrs.Attribute, ...]) -> dict[str, Any] | None:  # type: ignore[type-arg]
+    """Each field's slot setter, named ``_set_<position>``; None when ``__init__`` does more than store."""
+    if any(f.validator is not None or f.converter is not None for f in fields):
+        return None
+    if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
+        return None
+    if hasattr(cls, "_attrs_cached_hash"):  # cache_hash=True: __init__ also clears the cached hash
+        return None
+    setters: dict[str, Any] = {}
+    for i, f in enumerate(fields):
+        slot = getattr(cls, f.name, None)
+        if type(slot) is not MemberDescriptorType:  # a dict class, or a slot a subclass shadows
+            return None
+        setters[f"_set_{i}"] = slot.__set__
+    return setters

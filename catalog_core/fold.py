@@ -6,7 +6,8 @@ the same commands, in the same order: that is the event log's replay contract.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 
@@ -52,8 +53,9 @@ class Transition:
 
 
 def step(state: CatalogState, event: Event) -> Transition:
-    if type(event) is ObjectUpserted:  # most events are watch events: first, and one call less
-        return Transition(ingest.upserted(state, event), ())
+    observe = _OBSERVERS.get(type(event))
+    if observe is not None:  # every event but a tick, by its exact class: one look-up, not a chain
+        return Transition(observe(state, event), ())
     if isinstance(event, Ticked):
         new, commands = tick(state, event.now)
         return Transition(new, tuple(commands))
@@ -88,8 +90,12 @@ def _observe(state: CatalogState, event: Event) -> CatalogState:
     if isinstance(event, CommandCompleted):
         return _completed(state, event)
     if isinstance(event, LeadershipChanged):
-        return leadership_changed(state, event.leading)
+        return _leadership(state, event)
     raise TypeError(f"not an event: {type(event).__name__}")
+
+
+def _leadership(state: CatalogState, event: LeadershipChanged) -> CatalogState:
+    return leadership_changed(state, event.leading)
 
 
 def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
@@ -206,3 +212,17 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
                 pending=evolve(state.pending, rollouts=True),
             )
     return state
+
+
+# What an observation does to the state, by the event's exact class (a subclass takes ``_observe``).
+_OBSERVERS: dict[type, Callable[[CatalogState, Any], CatalogState]] = {
+    ObjectUpserted: ingest.upserted,
+    ObjectDeleted: ingest.deleted,
+    SourceListed: ingest.listed,
+    SourceUnavailable: ingest.unavailable,
+    LiteLLMRowsObserved: ingest.rows_observed,
+    LiteLLMUnreachable: ingest.litellm_unreachable,
+    RuntimeProbed: _probed,
+    CommandCompleted: _completed,
+    LeadershipChanged: _leadership,
+}

@@ -109,11 +109,12 @@ class _Out:
             self.state = evolve(self.state, control=control)
 
 
-def _admit(control: Control, inflight: PMap[Command], now: float, key: str, command: Command) -> bool:
-    """Whether ``command`` for ``key`` is worth emitting now (``inflight``: what is in flight)."""
+def _admit(control: Control, inflight: PMap[Command] | None, now: float, key: str, command: Command) -> bool:
+    """Whether ``command`` for ``key`` is worth emitting now (``inflight``: what is in flight; None when
+    nothing is in flight for ``key``)."""
     if not control.leading and not isinstance(command, READ_COMMANDS):
         return False  # a standby keeps planning (its state stays warm) but never writes
-    if (current := inflight.get(key)) is not None and current.id == command.id:
+    if inflight is not None and (current := inflight.get(key)) is not None and current.id == command.id:
         return False
     if control.settled.get(key) == command.id:
         return False  # already applied; wait until the target is observed again
@@ -343,11 +344,13 @@ def _probes(out: _Out) -> None:
             command = _probe(runtime, record.url)
             key = command.key
             health = health.set(runtime, health_rules.started(record, now))
-            # a probe whose answer was lost is not "in flight" forever
-            inflight = inflight.delete(key)
-            if _admit(control, inflight, now, key, command):
+            # A probe whose answer was lost is not "in flight" forever: the new one replaces it, or
+            # nothing is left in flight for the key (one map update, not a delete and then a set).
+            if _admit(control, None, now, key, command):
                 inflight = inflight.set(key, command)
                 out.commands.append(command)
+            else:
+                inflight = inflight.delete(key)
     if health is not state.health:  # most ticks probe nothing: no copy then
         if inflight is not control.inflight:
             control = evolve(control, inflight=inflight)

@@ -103,3 +103,52 @@ def test_an_unknown_field_is_refused_like_attrs_evolve() -> None:
         attrs.evolve(inst, no_such_field=1)
     with pytest.raises(TypeError):
         evolve(inst, no_such_field=1)
+
+
+@attrs.frozen
+class _Validated:
+    count: int = attrs.field(validator=attrs.validators.ge(0))
+
+
+@attrs.frozen
+class _Converted:
+    text: str = attrs.field(converter=str)
+
+
+@attrs.frozen(cache_hash=True)
+class _CachedHash:
+    name: str
+
+
+@attrs.frozen
+class _PostInit:
+    value: int
+    seen: list[int] = attrs.field(factory=list)
+
+    def __attrs_post_init__(self) -> None:
+        self.seen.append(self.value)
+
+
+@attrs.frozen
+class _Plain:
+    a: int
+    b: tuple[int, ...] = ()
+
+
+def test_a_copy_runs_what_init_runs() -> None:
+    """The slot copier is for classes whose __init__ only stores; the others still get their checks."""
+    with pytest.raises(ValueError):
+        evolve(_Validated(1), count=-1)
+    assert evolve(_Converted("a"), text=5).text == "5"  # type: ignore[arg-type]
+    named = _CachedHash("a")
+    assert hash(named) == hash(_CachedHash("a"))
+    assert evolve(named, name="b") == _CachedHash("b")
+    assert hash(evolve(named, name="b")) == hash(_CachedHash("b"))  # not the cached hash of "a"
+    seen: list[int] = []
+    evolve(_PostInit(1, seen), value=2)
+    assert seen == [1, 2]
+    plain = _Plain(1, (2,))
+    copy = evolve(plain, a=3)
+    assert copy == _Plain(3, (2,)) and copy.b is plain.b
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        copy.a = 4  # type: ignore[misc]
