@@ -500,6 +500,13 @@ def _litellm_in_flight(state: CatalogState) -> bool:
     return any(is_litellm_key(key) for key in state.control.inflight)
 
 
+def awaits_litellm_poll(state: CatalogState) -> bool:
+    """LiteLLM writes were applied but not observed since, and none is in flight: what is published next
+    waits for the next poll of LiteLLM (it fills in a new row's limits), and no further answer of a write
+    is coming for that poll to cover as well."""
+    return state.litellm.unobserved_writes and not _litellm_in_flight(state)
+
+
 def _catalog(out: _Out) -> None:
     state = out.state
     if not state.pending.catalog or _litellm_in_flight(state) or state.litellm.unobserved_writes:

@@ -116,6 +116,9 @@ class LiteLLMObserver:
         self._urgent = False
         self._first_write: float | None = None  # first write not yet covered by a poll
         self._last_write = 0.0
+        # No write is under way or waiting since the last one answered (the host says so: writes_settled),
+        # so the debounce has nothing left to gather.
+        self._writes_settled = False
         self._last_poll_end = float("-inf")
         self._last_poll_cost = 0.0  # seconds the last poll that saw rows took
         self._wake = anyio.Event()
@@ -132,8 +135,19 @@ class LiteLLMObserver:
         last poll's duration after it."""
         now = anyio.current_time()
         self._last_write = now
+        self._writes_settled = False
         if self._first_write is None:
             self._first_write = now
+        self._poke()
+
+    def writes_settled(self) -> None:
+        """Every write answered so far is the last for now: none is under way or waiting to go out. The
+        poll that covers them is then due as soon as its pace allows, not ``debounce_seconds`` later: the
+        debounce only gathers writes that are still coming, and the catalog waits for this poll (LiteLLM
+        fills in a new row's limits), so it would only delay a publication (P2, P8's first start)."""
+        if self._first_write is None:
+            return
+        self._writes_settled = True
         self._poke()
 
     def reobserve(self) -> None:
@@ -164,8 +178,12 @@ class LiteLLMObserver:
             return float("-inf")
         due = self._next_resync
         if self._first_write is not None:
-            debounced = min(
-                self._last_write + self.debounce_seconds, self._first_write + self.max_debounce_seconds
+            debounced = (
+                self._last_write
+                if self._writes_settled
+                else min(
+                    self._last_write + self.debounce_seconds, self._first_write + self.max_debounce_seconds
+                )
             )
             pace = min(POLL_COST_FACTOR * self._last_poll_cost, self.max_debounce_seconds)
             paced = self._last_poll_end + pace
@@ -178,6 +196,7 @@ class LiteLLMObserver:
             # Every write answered before this point is covered by the GET below.
             self._urgent = False
             self._first_write = None
+            self._writes_settled = False
             self.polls += 1
             began = anyio.current_time()
             event, status, detail = await self._observe()

@@ -178,3 +178,52 @@ async def test_the_documented_embedding_example_runs(
                     json={"id": row["model_info"]["id"]},
                     headers={"Authorization": f"Bearer {litellm_peer.master_key}"},
                 )
+
+
+async def test_a_new_row_is_published_without_waiting_out_the_write_debounce(kube_client: Any) -> None:
+    """The catalog waits for a poll of LiteLLM after a row is created (LiteLLM fills in its limits). Once
+    that write is answered and no other is planned, the poll goes out at once: with a debounce of a
+    minute, the model is still published within seconds."""
+    await install_crds(kube_client)
+    ns, appliance_ns = await create_namespace(kube_client), await create_namespace(kube_client, "mcsys")
+    fake = FakeLiteLLM()
+    catalog = ModelCatalog(
+        CatalogConfig(namespace=ns, appliance_namespace=appliance_ns),
+        kube_client,
+        litellm_master_key="sk-test",
+        kube_settings=FAST,
+        litellm_transport=httpx.MockTransport(fake.handle),
+        catalog_min_write_interval=0.0,
+    )
+    catalog.observer.debounce_seconds = catalog.observer.max_debounce_seconds = 60.0
+    async with anyio.create_task_group() as host:
+        await host.start(catalog.run)
+        with anyio.fail_after(20):
+            await catalog.wait_ready()
+        polls = catalog.observer.polls
+        model = b.kubeai_model("qwen", ready=1)
+        model["metadata"] = {"name": "qwen", "namespace": ns}
+        custom = client.CustomObjectsApi(kube_client)
+        await custom.create_namespaced_custom_object("kubeai.org", "v1", ns, "models", model)
+        await custom.patch_namespaced_custom_object_status(
+            "kubeai.org",
+            "v1",
+            ns,
+            "models",
+            "qwen",
+            {"status": {"replicas": {"all": 1, "ready": 1}}},
+            _content_type="application/merge-patch+json",
+        )
+        view = await _until(
+            catalog,
+            lambda v: (
+                v.catalog is not None
+                and '"qwen"' in v.catalog["catalog.json"]
+                and v.catalog_hash == json.loads(v.catalog["catalog.json"])["hash"]
+            ),  # written, not only decided
+            timeout=15.0,
+        )
+        assert view.route("qwen")[0]["state"] == "published"
+        assert "ai-appliance-kubeai-qwen" in {r["model_info"]["id"] for r in (await fake_rows(fake))}
+        assert catalog.observer.polls == polls + 1  # one poll covered the write: no extra re-reads
+        host.cancel_scope.cancel()

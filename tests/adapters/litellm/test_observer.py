@@ -393,3 +393,43 @@ async def test_polls_after_writes_are_paced_by_the_last_polls_cost(fake_peer: Pe
     # a cheap poll leaves the debounce as it was
     observer._last_poll_cost = 0.0001
     assert observer.next_due() == pytest.approx(observer._last_write + observer.debounce_seconds)
+
+
+async def test_settled_writes_are_polled_once_paced_without_the_debounce(fake_peer: Peer) -> None:
+    from adapters.litellm import observer as observer_module
+
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=5)
+    send, _receive = anyio.create_memory_object_stream[Event](10)
+    await observer.poll_once(send)
+    observer.writes_settled()  # no write to cover: nothing changes
+    assert not observer.poll_wanted() and observer.next_due() > anyio.current_time() + 50
+    observer._last_poll_cost = 0.0001
+    observer.wrote()
+    assert observer.next_due() == pytest.approx(observer._last_write + 5)
+    observer.writes_settled()
+    assert observer.next_due() == pytest.approx(observer._last_write)
+    # the pace still holds: a poll that took 50 ms is followed by 10x that before the next
+    observer._last_poll_cost = 0.05
+    assert observer.next_due() == pytest.approx(
+        observer._last_poll_end + observer_module.POLL_COST_FACTOR * 0.05
+    )
+    # another write after it: more may be coming, so the debounce gathers them again
+    observer._last_poll_cost = 0.0001
+    observer.wrote()
+    assert observer.next_due() == pytest.approx(observer._last_write + 5)
+    observer.writes_settled()
+    await observer.poll_once(send)  # covered: the next poll is the resync
+    assert not observer.poll_wanted()
+    observer.wrote()
+    assert observer.next_due() == pytest.approx(observer._last_write + 5)
+
+
+async def test_settled_writes_wake_a_waiting_observer(fake_peer: Peer) -> None:
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=30)
+    async with running(observer):
+        await until(lambda: observer.polls == 1)
+        observer.wrote()
+        await anyio.sleep(0.05)
+        assert observer.polls == 1  # the debounce holds it
+        observer.writes_settled()
+        await until(lambda: observer.polls == 2, timeout=2.0)
