@@ -121,7 +121,11 @@ class ModelCatalog:
             litellm_master_key,
             transport=litellm_transport,
         )
-        self.observer = LiteLLMObserver(self.litellm_client, resync_seconds=options.litellm.resync_seconds)
+        self.observer = LiteLLMObserver(
+            self.litellm_client,
+            resync_seconds=options.litellm.resync_seconds,
+            pause_collector=options.heap.freeze_after_sync,
+        )
         executors: list[Executor] = [
             *extra_executors,
             LiteLLMExecutor(self.litellm_client, self.vault, self.observer),

@@ -9,7 +9,7 @@ then shorten — never the other way round).
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -153,8 +153,9 @@ class LiteLLMClient:
         return (self._auth.reveal_for_scrubbing(),)
 
     # --- the admin API
-    async def info(self) -> Answer:
-        return await self._call("GET", "/model/info")
+    async def info(self, *, parse: Callable[[bytes], Any] | None = None) -> Answer:
+        """``parse``: reads the body instead of ``parse_body`` (the observer pauses the collector)."""
+        return await self._call("GET", "/model/info", parse=parse)
 
     async def new(self, body: Mapping[str, Any]) -> Answer:
         return await self._call("POST", "/model/new", body)
@@ -170,7 +171,14 @@ class LiteLLMClient:
     async def delete(self, model_id: str) -> Answer:
         return await self._call("POST", "/model/delete", {"id": model_id})
 
-    async def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Answer:
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        parse: Callable[[bytes], Any] | None = None,
+    ) -> Answer:
         content = json.dumps(body).encode() if body is not None else None
         headers = {"content-type": "application/json"} if content is not None else None
         for attempt in (1, 2):
@@ -194,7 +202,7 @@ class LiteLLMClient:
                 raise LiteLLMTransportError("network", f"{method} {path}: {type(exc).__name__}") from None
             except (httpx.NetworkError, httpx.ProtocolError, httpx.UnsupportedProtocol) as exc:
                 raise LiteLLMTransportError("protocol", f"{method} {path}: {type(exc).__name__}") from None
-        parsed = parse_body(response.content)
+        parsed = (parse or parse_body)(response.content)
         ok = 200 <= response.status_code < 300
         # The text is only ever the fallback of an error message: not decoded again for a good answer
         # (/model/info at 10,000 rows is megabytes, read after every burst of writes).

@@ -23,7 +23,8 @@ import anyio.lowlevel
 from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
-from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
+from adapters.collector import CollectorPause
+from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError, parse_body
 from adapters.litellm.scrub import safe_text
 from adapters.litellm.sync import SharedExclusiveLock
 from catalog_core.events import Event, LiteLLMRowsObserved, LiteLLMUnreachable
@@ -99,7 +100,10 @@ class LiteLLMObserver:
         debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
         max_debounce_seconds: float = DEFAULT_MAX_DEBOUNCE_SECONDS,
         backoff: Backoff | None = None,
+        pause_collector: bool = False,
     ) -> None:
+        """``pause_collector``: keep the garbage collector off while an answer is parsed and reduced
+        (``adapters.collector``; process-wide, so for a host that lets the catalog manage it)."""
         if resync_seconds <= 0:
             raise ValueError("resync_seconds must be > 0")
         self._client = client
@@ -123,6 +127,7 @@ class LiteLLMObserver:
         self._last_poll_cost = 0.0  # seconds the last poll that saw rows took
         self._wake = anyio.Event()
         self.polls = 0
+        self.collector = CollectorPause(pause_collector)
 
     # --- WriteHooks, used by the executor
     def answered(self) -> AbstractAsyncContextManager[None]:
@@ -220,7 +225,18 @@ class LiteLLMObserver:
 
     async def _observe(self) -> tuple[LiteLLMRowsObserved | None, PeerStatus, str]:
         try:
-            answer = await self._client.info()
+            return await self._read_rows()
+        finally:
+            # after _read_rows returned: the parsed answer, no longer referenced, is freed already
+            self.collector.resume()
+
+    def _parse(self, content: bytes) -> Any:
+        self.collector.pause()
+        return parse_body(content)
+
+    async def _read_rows(self) -> tuple[LiteLLMRowsObserved | None, PeerStatus, str]:
+        try:
+            answer = await self._client.info(parse=self._parse)
         except LiteLLMTransportError as exc:
             return None, PeerStatus.UNREACHABLE, exc.detail
         except Exception as exc:  # the source never dies: anything else is an error status

@@ -55,3 +55,14 @@ def test_model_catalog_run_freezes_by_default_and_the_library_only_when_asked() 
     off = load({"LITELLM_MASTER_KEY": "sk-0123456789abcdef", "CATALOG_GC_FREEZE": "false"})
     assert isinstance(off, ServiceSettings)
     assert not off.catalog_options().heap.freeze_after_sync
+
+
+def test_the_litellm_parse_pauses_the_collector_only_where_the_catalog_manages_the_heap() -> None:
+    from app.library import ModelCatalog
+    from catalog_core.config import CatalogConfig
+
+    managed = ModelCatalog(
+        CatalogConfig(), None, litellm_master_key="k", options=CatalogOptions(heap=HeapOptions(True))
+    )
+    assert managed.observer.collector.enabled
+    assert not ModelCatalog(CatalogConfig(), None, litellm_master_key="k").observer.collector.enabled

@@ -433,3 +433,52 @@ async def test_settled_writes_wake_a_waiting_observer(fake_peer: Peer) -> None:
         assert observer.polls == 1  # the debounce holds it
         observer.writes_settled()
         await until(lambda: observer.polls == 2, timeout=2.0)
+
+
+async def test_the_collector_is_off_while_an_answer_is_parsed_and_reduced_then_on_again(
+    fake_peer: Peer,
+) -> None:
+    import gc
+
+    for i in range(3):
+        seed(fake_peer, f"m{i}")
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, pause_collector=True)
+    seen_during: list[bool] = []
+    real_parse = observer._parse
+
+    def parse(content: bytes) -> Any:
+        value = real_parse(content)
+        seen_during.append(gc.isenabled())
+        return value
+
+    observer._parse = parse  # type: ignore[method-assign]
+    send, receive = anyio.create_memory_object_stream[Event](10)
+    assert gc.isenabled()
+    await observer.poll_once(send)
+    assert seen_during == [False] and gc.isenabled() and observer.collector.pauses == 1
+    assert len(receive.receive_nowait().rows) == 3  # type: ignore[attr-defined]
+    # an answer that is not rows: on again too
+    assert fake_peer.fake is not None
+    fake_peer.fake.inject(Fault(status=500, endpoints=frozenset({INFO}), times=1))
+    await observer.poll_once(send)
+    assert gc.isenabled() and observer.collector.pauses == 2
+    # a host that turned the collector off keeps it off
+    gc.disable()
+    try:
+        await observer.poll_once(send)
+        assert not gc.isenabled() and observer.collector.pauses == 2
+    finally:
+        gc.enable()
+
+
+async def test_the_collector_is_left_alone_unless_asked(fake_peer: Peer) -> None:
+    import gc
+
+    seed(fake_peer)
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60)
+    send, _receive = anyio.create_memory_object_stream[Event](10)
+    real_parse = observer._parse
+    seen: list[bool] = []
+    observer._parse = lambda content: (real_parse(content), seen.append(gc.isenabled()))[0]  # type: ignore[method-assign]
+    await observer.poll_once(send)
+    assert seen == [True] and observer.collector.pauses == 0
