@@ -266,8 +266,8 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     # P8
     p8 = r.get("P8")
     if p8:
-        runs = p8["runs"]
-        warm = runs[1:] or runs
+        first, warm = p8_split(p8["runs"])
+        first_cat = summary([x["catalog"] for x in first])
         cat = summary([x["catalog"] for x in warm])
         health = summary([x["healthz"] for x in warm])
         imports = p8["imports"]
@@ -275,15 +275,26 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         out.append(
             (
                 "P8",
-                f"process start -> first catalog written, API reachable ({len(warm)} restarts at 100 models)",
-                "<= 1.0 s (imports reported apart)",
+                f"process start -> first catalog written, API reachable ({len(warm)} restarts and "
+                f"{len(first)} first starts at 100 models)",
+                "<= 1.0 s (imports reported apart; every restart, and the first starts' median)",
                 f"catalog written {_spread(cat, _s)}; /healthz answers {_spread(health, _s)}; first start "
-                f"(empty LiteLLM, {runs[0]['rows']:.0f} rows to create) {_s(runs[0]['catalog'])}; imports "
+                f"(empty LiteLLM, {first[0]['rows']:.0f} rows to create) {_spread(first_cat, _s)}; imports "
                 f"{_s(import_s)} of it",
-                _met(max(x["catalog"] for x in warm) <= 1.0 and runs[0]["catalog"] <= 1.0),
+                _met(max(x["catalog"] for x in warm) <= 1.0 and first_cat["median"] <= 1.0),
             )
         )
     return out
+
+
+def p8_split(runs: list[dict[str, float]]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """P8's first starts (an empty LiteLLM) and restarts. A result without "first" marks had one first
+    start, the first run."""
+    if not any("first" in x for x in runs):
+        return runs[:1], runs[1:] or runs
+    first = [x for x in runs if x.get("first")]
+    warm = [x for x in runs if not x.get("first")]
+    return first or runs[:1], warm or runs
 
 
 def growth(r: dict[str, Any]) -> list[str]:

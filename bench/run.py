@@ -20,6 +20,7 @@ import math
 import multiprocessing
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -252,7 +253,9 @@ class Bench:
             with FakeServer() as server:
                 if self.want("P8"):
                     log("P8: start -> first catalog")
-                    self.guarded("P8", scenarios.p8_start, world, server, 3 if quick else 6)
+                    self.guarded(
+                        "P8", scenarios.p8_start, world, server, 2 if quick else 5, 1 if quick else 3
+                    )
                 if self.want("P3"):
                     log("P3: idle writes")
                     self.guarded("P3", scenarios.p3_idle, world, server, 60.0 if quick else 300.0, 5.0)
@@ -340,7 +343,10 @@ class Bench:
         if r.get("P6"):
             out["P6"] = r["P6"]["wall_s"]["median"] / 10.0 * (1_000_000 / r["P6"]["records"])
         if r.get("P8"):
-            out["P8"] = max(x["catalog"] for x in r["P8"]["runs"]) / 1.0
+            first, warm = report.p8_split(r["P8"]["runs"])
+            out["P8"] = (
+                max(statistics.median(x["catalog"] for x in first), *(x["catalog"] for x in warm)) / 1.0
+            )
         return out
 
     def profile_worst(self) -> None:

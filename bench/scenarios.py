@@ -468,11 +468,18 @@ def rolled(world: World) -> bool:
     return current is not None and annotations.get(HASH_ANNOTATION) == current
 
 
-def p8_start(world: World, server: FakeServer, runs: int) -> dict[str, Any]:
-    """Process start -> /healthz answers, -> /readyz ready, -> the first catalog written. The first run
-    starts against an empty LiteLLM (every row to create); the others are restarts (rows in place)."""
+def p8_start(world: World, server: FakeServer, runs: int, first_starts: int = 3) -> dict[str, Any]:
+    """Process start -> /healthz answers, -> /readyz ready, -> the first catalog written. The first
+    ``first_starts`` runs start against an empty LiteLLM (every row to create: a fresh proxy on an empty
+    database before each); the ``runs`` after them are restarts (rows in place). Each sample's "first" is
+    1.0 for a first start."""
     samples: list[dict[str, float]] = []
-    for run in range(runs):
+    for run in range(first_starts + runs):
+        first = run < first_starts
+        if first:
+            for model_id in server.fake.ids():
+                server.fake.remove(model_id)
+            server.fake.restart()  # no rows: no model list yet, as a new proxy
         world.reset_catalog()
         env = world.controller_env(server.url)
         began = time.monotonic()
@@ -495,6 +502,7 @@ def p8_start(world: World, server: FakeServer, runs: int) -> dict[str, Any]:
 
             wait_until(step, 120, "the first catalog", interval=0.02)
             marks["rows"] = float(len(server.fake.ids()))
+            marks["first"] = 1.0 if first else 0.0
         samples.append(marks)
     imports = import_time()
     return {"runs": samples, "imports": imports}
