@@ -46,6 +46,23 @@ async def _until(catalog: ModelCatalog, predicate: Any, timeout: float = 20.0) -
     )
 
 
+async def _create_ready_model(custom: Any, ns: str, name: str) -> None:
+    """A KubeAI Model created in the API server, then its status set ready (the status subresource)."""
+    model = b.kubeai_model(name, ready=0)
+    del model["status"]
+    model["metadata"] = {"name": name, "namespace": ns}
+    await custom.create_namespaced_custom_object("kubeai.org", "v1", ns, "models", model)
+    await custom.patch_namespaced_custom_object_status(
+        "kubeai.org",
+        "v1",
+        ns,
+        "models",
+        name,
+        {"status": {"replicas": {"all": 1, "ready": 1}}},
+        _content_type="application/merge-patch+json",
+    )
+
+
 async def test_embedded_in_a_host_task_group_with_host_fed_activations(kube_client: Any) -> None:
     await install_crds(kube_client)
     ns, appliance_ns = await create_namespace(kube_client), await create_namespace(kube_client, "mcsys")
@@ -75,19 +92,7 @@ async def test_embedded_in_a_host_task_group_with_host_fed_activations(kube_clie
             view.route("mistral")[0]["reason"] == "InlineKeyRejected"
         )  # behaviour §1.5, decided from a fed object
         # A KubeAI Model appears in the API server and becomes ready: the catalog publishes it.
-        model = b.kubeai_model("llama", ready=0)
-        del model["status"]
-        model["metadata"] = {"name": "llama", "namespace": ns}
-        await custom.create_namespaced_custom_object("kubeai.org", "v1", ns, "models", model)
-        await custom.patch_namespaced_custom_object_status(
-            "kubeai.org",
-            "v1",
-            ns,
-            "models",
-            "llama",
-            {"status": {"replicas": {"all": 1, "ready": 1}}},
-            _content_type="application/merge-patch+json",
-        )
+        await _create_ready_model(custom, ns, "llama")
         view = await _until(
             catalog, lambda v: v.catalog is not None and '"llama"' in v.catalog["catalog.json"]
         )
@@ -201,19 +206,7 @@ async def test_a_new_row_is_published_without_waiting_out_the_write_debounce(kub
         with anyio.fail_after(20):
             await catalog.wait_ready()
         polls = catalog.observer.polls
-        model = b.kubeai_model("qwen", ready=1)
-        model["metadata"] = {"name": "qwen", "namespace": ns}
-        custom = client.CustomObjectsApi(kube_client)
-        await custom.create_namespaced_custom_object("kubeai.org", "v1", ns, "models", model)
-        await custom.patch_namespaced_custom_object_status(
-            "kubeai.org",
-            "v1",
-            ns,
-            "models",
-            "qwen",
-            {"status": {"replicas": {"all": 1, "ready": 1}}},
-            _content_type="application/merge-patch+json",
-        )
+        await _create_ready_model(client.CustomObjectsApi(kube_client), ns, "qwen")
         view = await _until(
             catalog,
             lambda v: (
