@@ -851,6 +851,9 @@ def check_envelope(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 _KEYS: Final = {kind: keys | {"seq", "ts", "k"} for kind, keys in _ENVELOPE.items()}
+# Every key of a record of each kind, envelope included: a reader's quick check of the common case (a record
+# with other keys, or of an unknown kind, takes check_envelope, which says what is wrong).
+ENVELOPE_KEYS: Final[Mapping[str, frozenset[str]]] = _KEYS
 # Keys a record may leave out: a header written before it said which sources the run waited for.
 _OPTIONAL: Final = {"header": frozenset({"sources"})}
 

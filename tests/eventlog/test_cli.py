@@ -222,6 +222,16 @@ def test_an_older_version_with_a_migration_is_replayed(
             lambda lines: lines.__setitem__(19, lines[19].replace(b'"now":', b'"now":"soon","was":')),
             r":20: event record: expected a number, got str @ \$.event.now",
         ),
+        # the reader's inline envelope check hands each of these to check_envelope, which says why
+        (
+            lambda lines: lines.__setitem__(31, lines[31].replace(b'"k":"event"', b'"k":["event"]')),
+            r":32: unknown record kind \['event'\]",
+        ),
+        (
+            lambda lines: lines.__setitem__(31, re.sub(rb'"seq":(\d+)', rb'"seq":"\1"', lines[31])),
+            r":32: seq must be a non-negative integer",
+        ),
+        (lambda lines: lines.__setitem__(31, b"[1, 2]\n"), r":32: a record must be a JSON object"),
         (lambda lines: lines.__delitem__(50), r":51: seq 51 after seq 49: records 50..50 are missing"),
         (lambda lines: lines.insert(10, b"\n"), r":11: not JSON"),
         (lambda lines: lines.__delitem__(0), r":1: the first record is not a header"),
