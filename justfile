@@ -11,13 +11,13 @@ setup:
     python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
 
-# Layering (import-linter), style (ruff) and types (mypy --strict on the core and contracts).
+# Layering (import-linter), style (ruff) and types (mypy --strict on every package and the benchmarks).
 lint:
     .venv/bin/lint-imports
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
     .venv/bin/mypy catalog_core contracts
-    .venv/bin/mypy adapters app model_catalog
+    .venv/bin/mypy adapters app model_catalog bench
 
 # Lint, then the whole test suite (starts the kube-apiserver and LiteLLM peers when none are configured).
 test *ARGS: lint

@@ -184,7 +184,7 @@ def render(
     results: dict[str, list[dict[str, Any]]], by_package: list[tuple[str, float]], runs: int, seconds: float
 ) -> str:
     def median(mode: str, key: str) -> float:
-        return statistics.median(r[key] for r in results[mode])
+        return float(statistics.median(r[key] for r in results[mode]))
 
     bare = median("bare", "rss_kib")
     imported = median("import", "rss_kib")

@@ -26,9 +26,9 @@ import anyio
 import anyio.to_thread
 
 from adapters.kube.watch import EventSink
+from app.kube_client import load_api_client
 from app.library import ModelCatalog
 from app.options import CatalogOptions, HeapOptions, LiteLLMOptions
-from app.service import load_api_client
 from catalog_core.commands import Command
 from catalog_core.config import CatalogConfig, ConfigError
 from catalog_core.events import Event, ObjectUpserted, SourceKind

@@ -734,13 +734,13 @@ def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> 
             changed = {row_id(i) for i in range(n) if i % 2 == 1}
             want = ours - changed
             wait_until(lambda: litellm.ids() & ours == want, 120, "LiteLLM final rows", interval=0.5)
-            last = [time.monotonic(), dict(writes(ctl))]
+            quiet_since, seen = [time.monotonic()], [dict(writes(ctl))]
 
             def quiet_for() -> bool:
                 now_writes = writes(ctl)
-                if now_writes != last[1] or ctl.metric("model_catalog_queue_depth") != 0:
-                    last[0], last[1] = time.monotonic(), now_writes
-                return time.monotonic() - last[0] >= quiet
+                if now_writes != seen[0] or ctl.metric("model_catalog_queue_depth") != 0:
+                    quiet_since[0], seen[0] = time.monotonic(), now_writes
+                return time.monotonic() - quiet_since[0] >= quiet
 
             wait_until(quiet_for, 180, "quiet", interval=0.5)
             ids = world.catalog_model_ids()

@@ -184,7 +184,9 @@ def image_runtime_env() -> dict[str, str]:
     env: dict[str, str] = {}
     for line in final.splitlines():
         if line.startswith("ENV "):
-            env.update(pair.split("=", 1) for pair in line.split()[1:])
+            for pair in line.split()[1:]:
+                key, _, value = pair.partition("=")
+                env[key] = value
     env.pop("PATH", None)
     return env
 
