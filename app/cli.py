@@ -172,11 +172,11 @@ def parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument(
         "-j",
         "--jobs",
-        type=_positive,
+        type=_jobs,
         default=1,
-        metavar="N",
+        metavar="N|auto",
         help="with --verify: cut a large log at its snapshots and verify up to N parts at once, each in "
-        "its own process (1)",
+        f"its own process; auto: one per usable CPU, at most {AUTO_JOBS_CAP} (1)",
     )
     _max_line_bytes(replay_cmd)
     replay_cmd.set_defaults(func=_replay)
@@ -212,6 +212,18 @@ def _positive(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return int(text)
+
+
+AUTO_JOBS_CAP = 8  # each part is a process of its own (~35 MiB for the bench log's): a bound on a big machine
+
+
+def _jobs(text: str) -> int:
+    """A positive count, or ``auto``: the CPUs this process may run on, at most ``AUTO_JOBS_CAP``."""
+    if text == "auto":
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every CPU counts
+        usable = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+        return max(1, min(usable, AUTO_JOBS_CAP))
+    return _positive(text)
 
 
 def _seq(text: str) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app import replay, replay_parts
+from app import cli, replay, replay_parts
 
 
 @pytest.fixture(autouse=True)
@@ -133,3 +133,22 @@ def test_with_other_threads_alive_the_parts_are_spawned_not_forked(
     one, parts = _both(example_log, 2)
     assert started == ["spawn"]
     assert parts[:2] == one[:2]
+
+
+def test_jobs_auto_is_one_part_per_usable_cpu_within_the_cap(
+    example_log: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert cli._jobs("auto") == 3
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert cli._jobs("auto") == cli.AUTO_JOBS_CAP
+    monkeypatch.delattr(cli.os, "sched_getaffinity", raising=False)  # not Linux: every CPU counts
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    assert cli._jobs("auto") == 2
+    code = cli.main(["replay", str(example_log), "--verify", "--jobs", "auto"])
+    out, err = capsys.readouterr()
+    assert code == replay.EXIT_OK, err
+    assert "replay identically" in out and "verifying in 2 parts at once" in err
+    with pytest.raises(SystemExit):
+        cli.main(["replay", str(example_log), "--verify", "--jobs", "all"])
+    assert "'all' is not a positive integer" in capsys.readouterr().err
