@@ -73,8 +73,14 @@ def _run(args: argparse.Namespace) -> int:
     if isinstance(settings, ConfigError):
         _fail(f"invalid configuration: {settings}")
         return EXIT_USAGE
+    from app.kube_client import ClusterConfigError
+
     logs.setup(settings.log_level)
-    anyio.run(serve, settings)
+    try:
+        anyio.run(serve, settings)
+    except ClusterConfigError as exc:
+        _fail(f"cannot load the cluster configuration: {exc}")
+        return EXIT_USAGE
     return 0
 
 

@@ -17,16 +17,23 @@ from kubernetes_asyncio import client as k8s_client  # noqa: E402
 from kubernetes_asyncio import config as k8s_config  # noqa: E402
 from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
 
-__all__ = ["ApiException", "k8s_client", "k8s_config", "load_api_client"]
+__all__ = ["ApiException", "ClusterConfigError", "k8s_client", "k8s_config", "load_api_client"]
+
+
+class ClusterConfigError(Exception):
+    """The cluster's configuration cannot be loaded: a missing or broken kubeconfig, or not in a cluster."""
 
 
 async def load_api_client(kubeconfig: str, *, connections: int | None = None) -> k8s_client.ApiClient:
     """A client with its own connection pool (``connections``: its size; the library's default is 100)."""
     configuration = k8s_client.Configuration()
-    if kubeconfig:
-        await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    try:
+        if kubeconfig:
+            await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except Exception as exc:  # the library raises ConfigException, OSError, YAML errors...
+        raise ClusterConfigError(str(exc) or type(exc).__name__) from None
     if connections is not None:
         configuration.connection_pool_maxsize = connections
     return k8s_client.ApiClient(configuration)

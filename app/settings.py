@@ -300,7 +300,7 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     (
         "--watch-timeout-seconds",
         "CATALOG_WATCH_TIMEOUT_SECONDS",
-        "end and resume each watch this often; bounds the blindness of a half-open connection (60)",
+        "end and resume each watch this often; bounds the blindness of a half-open connection (5)",
     ),
     ("--kubeconfig", "KUBECONFIG", "kubeconfig file (default: in-cluster)"),
 )

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import re
 
 from adapters.kube.settings import FORBIDDEN_TOTAL, GONE_TOTAL, RELISTS_TOTAL
@@ -108,3 +109,27 @@ def test_a_stale_watch_makes_readyz_say_which_and_since_when_and_is_a_metric() -
     stale = sample(text, "model_catalog_source_stale_seconds", watch="kube/pods")
     assert stale is not None and stale >= 4.0
     assert sample(after, "model_catalog_source_stale_seconds", watch="kube/pods") is None
+
+
+def test_run_without_a_usable_cluster_configuration_says_so_in_one_line(tmp_path: pathlib.Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+    }
+    env.update(LITELLM_MASTER_KEY="sk-never-printed", KUBECONFIG=str(tmp_path / "missing"))
+    for kubeconfig in (str(tmp_path / "missing"), ""):
+        env["KUBECONFIG"] = kubeconfig
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "run", "--leader-election", "false"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "model-catalog: cannot load the cluster configuration: " in done.stderr
+        assert "Traceback" not in done.stderr and "sk-never-printed" not in done.stderr + done.stdout
