@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
@@ -19,6 +19,8 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, generate_latest
 
+from adapters.kube.settings import COUNTERS as KUBE_COUNTERS
+from adapters.kube.settings import KubeStats, stale_watch_label
 from catalog_core import damping as churn
 from catalog_core.commands import Command
 from catalog_core.events import (
@@ -35,15 +37,6 @@ from catalog_core.state import CatalogState
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
-
-# The Kubernetes adapters' counters (adapters.kube.settings), exported as model_catalog_<name>.
-_KUBE_COUNTERS = {
-    "kube_forbidden_total": "Requests the API server refused (403), by source or command key and verb",
-    "kube_watch_relists_total": "Complete lists of a source (the first one, and after 410 or failures)",
-    "kube_watch_gone_total": "Watches that got 410 Gone (their resourceVersion was compacted)",
-    "kube_watch_reconnects_total": "Watch connections lost and opened again",
-    "kube_errors_total": "Failed API requests, by source or command key and status",
-}
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -260,15 +253,32 @@ class Telemetry:
     def state_changed(self, state: CatalogState) -> None:
         self._state = state
 
-    def kube_stat(self, metric: str, labels: dict[str, str]) -> None:
+    def kube_stat(self, metric: str, labels: Mapping[str, str], amount: int = 1) -> None:
         """A counter of the Kubernetes adapters (``adapters.kube.settings``: relists, 410s, reconnects,
-        403s, errors) went up by one: exported as ``model_catalog_<metric>``."""
+        403s, errors) went up by ``amount`` (0: the series was declared): exported as
+        ``model_catalog_<metric>``."""
         counter = self._kube_counters.get(metric)
         if counter is None:
             name = "model_catalog_" + metric.removesuffix("_total")
-            counter = self._meter.create_counter(name, description=_KUBE_COUNTERS.get(metric, metric))
+            counter = self._meter.create_counter(name, description=KUBE_COUNTERS[metric])
             self._kube_counters[metric] = counter
-        counter.add(1, labels)
+        counter.add(amount, labels)
+
+    def bind_kube(self, stats: KubeStats) -> None:
+        """The Kubernetes adapters' counters and stale watches (labelled so that no object's name is a
+        label: the watches of Secrets read by name are one ``watch``, the longest stale of them)."""
+        stats.subscribe(self.kube_stat)
+        stale = stats.stale
+
+        def stale_watches() -> list[tuple[float, dict[str, str]]]:
+            now = time.time()
+            longest: dict[str, float] = {}
+            for watch, since in list(stale.items()):
+                label = stale_watch_label(watch)
+                longest[label] = max(longest.get(label, 0.0), 0.0, now - since)
+            return [(seconds, {"watch": label}) for label, seconds in sorted(longest.items())]
+
+        self.set_gauge("model_catalog_source_stale_seconds", stale_watches)
 
     def bind_state(self) -> None:
         """Gauges read from the latest state."""

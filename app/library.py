@@ -18,7 +18,6 @@ Cancelling the host's task group stops the catalog.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -153,16 +152,11 @@ class ModelCatalog:
     def _bind_gauges(self, telemetry: OtelTelemetry) -> None:
         """The gauges the library can answer (``model-catalog run`` adds its own: it owns more)."""
         telemetry.bind_state()
-        self.kube.stats.listeners.append(telemetry.kube_stat)
+        telemetry.bind_kube(self.kube.stats)
         queue = self.loop.queue
         telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(queue.depth), {})])
         telemetry.set_gauge(
             "model_catalog_leader", lambda: [(1.0 if self.loop.state.control.leading else 0.0, {})]
-        )
-        stale = self.kube.stats.stale
-        telemetry.set_gauge(
-            "model_catalog_source_stale_seconds",
-            lambda: [(max(0.0, time.time() - since), {"watch": w}) for w, since in list(stale.items())],
         )
 
     # --- running

@@ -93,7 +93,7 @@ class Service:
             },
         )
         self.telemetry.bind_state()
-        self.catalog.kube.stats.listeners.append(self.telemetry.kube_stat)
+        self.telemetry.bind_kube(self.catalog.kube.stats)
         self.telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(self.loop.queue.depth), {})])
         self.telemetry.set_gauge("model_catalog_leader", lambda: [(1.0 if self.leading else 0.0, {})])
         size = CatalogSize(lambda: self.loop.state)
@@ -101,13 +101,6 @@ class Service:
         self.telemetry.set_gauge("model_catalog_catalog_bytes", size.size)
         self.telemetry.set_gauge("model_catalog_catalog_limit_bytes", size.limit)
         self.telemetry.set_gauge("model_catalog_catalog_too_large", size.too_large)
-        stale = self.catalog.kube.stats.stale
-        self.telemetry.set_gauge(
-            "model_catalog_source_stale_seconds",
-            lambda: [
-                (max(0.0, time.time() - since), {"watch": watch}) for watch, since in list(stale.items())
-            ],
-        )
         if self.recorder is not None:
             stats = self.recorder.stats
             self.telemetry.set_gauge(

@@ -33,9 +33,16 @@ import attrs
 from anyio.abc import ObjectSendStream, TaskGroup
 
 from adapters.backoff import Backoff
-from adapters.kube.api import KubeApi, KubeError
-from adapters.kube.settings import ERRORS_TOTAL, FORBIDDEN_TOTAL, KubeSettings, KubeStats
-from adapters.kube.watch import WatchSource, WatchSpec, list_objects, redact_all
+from adapters.kube.api import KubeApi, KubeError, resource_label
+from adapters.kube.settings import (
+    ERRORS_TOTAL,
+    FORBIDDEN_TOTAL,
+    SECRET_LABELLED_WATCH,
+    KubeSettings,
+    KubeStats,
+    secret_watch_name,
+)
+from adapters.kube.watch import WatchSource, WatchSpec, declare_watch_series, list_objects, redact_all
 from adapters.vault import SecretVault
 from catalog_core import raw
 from catalog_core.commands import Command, WatchSecrets
@@ -104,6 +111,8 @@ class SecretWatcher:
         self._lock = anyio.Lock()
         self._send: ObjectSendStream[Event] | None = None
         self._reported: Unavailability | None = None
+        resource = RESOURCES[SourceKind.SECRETS]
+        declare_watch_series(self.stats, SourceKind.SECRETS, resource_label(resource), namespace)
 
     @property
     def watches(self) -> int:
@@ -200,14 +209,14 @@ class SecretWatcher:
                 spec,
                 settings=self.settings,
                 stats=self.stats,
-                name="kube/secrets/labelled",
+                name=SECRET_LABELLED_WATCH,
                 keep=lambda obj: raw.name_of(obj) in watched.names,
             )
         else:
             name = key[len(BY_NAME) :]
             spec = WatchSpec(SourceKind.SECRETS, resource, watched.namespace, f"metadata.name={name}")
             source = WatchSource(
-                self.api, spec, settings=self.settings, stats=self.stats, name=f"kube/secrets/{name}"
+                self.api, spec, settings=self.settings, stats=self.stats, name=secret_watch_name(name)
             )
         with watched.scope:
             await source.run_into(_WatchSink(self, key, watched))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -39,19 +38,29 @@ class KubeSettings:
     secret_poll_seconds: float = 30.0
 
 
-Listener = Callable[[str, dict[str, str]], None]
+# A listener of the counters: (metric, labels, amount). ``amount`` is 0 when a series is declared.
+Listener = Callable[[str, Mapping[str, str], int], None]
+Labels = tuple[tuple[str, str], ...]
+
+# The label set a series gets once the table is full: an unforeseen label value cannot grow memory or the
+# number of exported series without bound (the labels are bounded by construction; this is the backstop).
+OVERFLOW_LABELS: Mapping[str, str] = {"overflow": "true"}
 
 
 class KubeStats:
-    """Counters by (metric, sorted labels). ``listeners`` are called on every increment (metric hooks).
+    """Counters by (metric, sorted labels), at most ``max_series`` of them. Label values are bounded by
+    construction (source kinds, command kinds, verbs, resources, HTTP statuses): never an object's name.
 
+    ``declare`` makes a series exist at 0 before anything happened (a counter first seen at 1 is invisible
+    to ``increase()`` in Prometheus), ``subscribe`` replays every series to a new listener (metric hooks).
     ``stale`` holds the watches that are not streaming (presumed dead, reconnecting, failing) and since
     when (wall-clock seconds): what /readyz and ``model_catalog_source_stale_seconds`` report.
     """
 
-    def __init__(self) -> None:
-        self.counters: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
-        self.listeners: list[Listener] = []
+    def __init__(self, max_series: int = 1024) -> None:
+        self.counters: dict[tuple[str, Labels], int] = {}
+        self.max_series = max_series
+        self._listeners: list[Listener] = []
         self.stale: dict[str, float] = {}
 
     def mark_stale(self, watch: str, since: float) -> None:
@@ -60,10 +69,31 @@ class KubeStats:
     def mark_fresh(self, watch: str) -> None:
         self.stale.pop(watch, None)
 
+    def subscribe(self, listener: Listener) -> None:
+        """``listener`` hears of every series there is (with its count so far) and every change from now."""
+        for (metric, labels), count in list(self.counters.items()):
+            listener(metric, dict(labels), count)
+        self._listeners.append(listener)
+
+    def declare(self, metric: str, **labels: str) -> None:
+        """The series exists from now on, at 0 until it is counted."""
+        self._add(metric, labels, 0)
+
     def inc(self, metric: str, **labels: str) -> None:
-        self.counters[(metric, tuple(sorted(labels.items())))] += 1
-        for listener in self.listeners:
-            listener(metric, dict(labels))
+        self._add(metric, labels, 1)
+
+    def _add(self, metric: str, labels: Mapping[str, str], amount: int) -> None:
+        if metric not in COUNTERS:
+            raise ValueError(f"{metric} is not one of the counters of adapters.kube.settings.COUNTERS")
+        key = (metric, tuple(sorted(labels.items())))
+        if key not in self.counters and len(self.counters) >= self.max_series:
+            labels = OVERFLOW_LABELS
+            key = (metric, tuple(sorted(labels.items())))
+        if amount == 0 and key in self.counters:
+            return  # declared already
+        self.counters[key] = self.counters.get(key, 0) + amount
+        for listener in self._listeners:
+            listener(metric, dict(labels), amount)
 
     def total(self, metric: str, **labels: str) -> int:
         """The sum over every series of ``metric`` whose labels include ``labels``."""
@@ -71,10 +101,38 @@ class KubeStats:
         return sum(n for (name, lbls), n in self.counters.items() if name == metric and wanted <= set(lbls))
 
 
-# Metric names (Prometheus style; the shell's exporter adds its prefix).
-FORBIDDEN_TOTAL = "kube_forbidden_total"  # labels: source|key, verb, resource, namespace
+# The watches of Secrets read by name are named after the Secret, a name that whoever edits models.json or
+# a ModelActivation chooses: as a metric label they are all one watch, ``kube/secrets/by-name``.
+SECRET_LABELLED_WATCH = "kube/secrets/labelled"
+SECRET_BY_NAME_WATCHES = "kube/secrets/by-name"
+
+
+def secret_watch_name(secret: str) -> str:
+    """The name of the watch of one Secret read by name (in logs and /readyz)."""
+    return f"{SECRET_BY_NAME_WATCHES}/{secret}"
+
+
+def stale_watch_label(watch: str) -> str:
+    """The ``watch`` label of a stale watch: its name, or ``kube/secrets/by-name`` for a Secret's own."""
+    return SECRET_BY_NAME_WATCHES if watch.startswith(SECRET_BY_NAME_WATCHES + "/") else watch
+
+
+# Metric names (Prometheus style; the shell's exporter adds its prefix) and their help. Reads are labelled
+# by ``source`` (a source kind), writes by ``kind`` (a command kind): never by an object's name.
+FORBIDDEN_TOTAL = "kube_forbidden_total"  # labels: source or kind, verb, resource (+ namespace for reads)
 RELISTS_TOTAL = "kube_watch_relists_total"  # labels: source
 GONE_TOTAL = "kube_watch_gone_total"  # labels: source (410: the resourceVersion was compacted)
 RECONNECTS_TOTAL = "kube_watch_reconnects_total"  # labels: source
 WATCH_REQUESTS_TOTAL = "kube_watch_requests_total"  # labels: source (every watch request: the idle cost)
-ERRORS_TOTAL = "kube_errors_total"  # labels: source|key, status
+ERRORS_TOTAL = "kube_errors_total"  # labels: source or kind, status
+
+COUNTERS: Mapping[str, str] = {
+    FORBIDDEN_TOTAL: "Requests the API server refused (403), by source (reads) or command kind (writes), "
+    "verb and resource",
+    RELISTS_TOTAL: "Complete lists of a source (the first one, and after 410 or failures)",
+    GONE_TOTAL: "Watches that got 410 Gone (their resourceVersion was compacted)",
+    RECONNECTS_TOTAL: "Watch connections lost and opened again",
+    WATCH_REQUESTS_TOTAL: "Watch requests sent, by source (one per watch timeout at idle)",
+    ERRORS_TOTAL: "Failed API requests other than 403, by source (reads) or command kind (writes) and "
+    "HTTP status",
+}

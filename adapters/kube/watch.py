@@ -182,6 +182,15 @@ class EventSink:
         await self.send.send(SourceUnavailable(self.source, status, detail))
 
 
+def declare_watch_series(stats: KubeStats, source: SourceKind, resource: str, namespace: str) -> None:
+    """Every counter series a source's reads can move, at 0 from the start (Prometheus' ``increase()``
+    cannot see the first increment of a series that appears with it)."""
+    for metric in (RELISTS_TOTAL, GONE_TOTAL, RECONNECTS_TOTAL, WATCH_REQUESTS_TOTAL):
+        stats.declare(metric, source=source.value)
+    for verb in ("list", "watch"):
+        stats.declare(FORBIDDEN_TOTAL, source=source.value, verb=verb, resource=resource, namespace=namespace)
+
+
 class WatchSource:
     """One source: list, then watch; relist on 410; report absence, denial and failure once each."""
 
@@ -211,6 +220,7 @@ class WatchSource:
         self._list_backoff = Backoff(s.retry_base_seconds, s.retry_cap_seconds)
         self._watch_backoff = Backoff(s.retry_base_seconds, s.retry_cap_seconds)
         self._forbidden_backoff = Backoff(s.retry_base_seconds, s.forbidden_recheck_seconds)
+        declare_watch_series(self.stats, spec.source, resource_label(spec.resource), spec.namespace)
 
     async def run(self, send: ObjectSendStream[Event]) -> None:
         """Until cancelled. Never raises for an API error or a bad object."""

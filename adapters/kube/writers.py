@@ -53,9 +53,22 @@ _WORKLOADS: dict[str, SourceKind] = {
     for kind in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS)
 }
 
+# Every (command kind, verb, resource) a writer below may be refused: its 403 counter exists from the start.
+WRITES: tuple[tuple[type[Command], str, Resource], ...] = (
+    *((WriteCatalog, verb, _CONFIGMAP) for verb in ("get", "create", "update")),
+    (PatchAgentTemplate, "patch", _AGENT_TEMPLATE),
+    *((RollWorkload, "patch", RESOURCES[kind]) for kind in _WORKLOADS.values()),
+    (EvictPod, "create", _POD),
+    *((EmitKubernetesEvent, verb, _EVENT) for verb in ("get", "create", "update")),
+)
+
 
 class Outcomes:
-    """Maps API answers to ``CommandCompleted`` (shared by the writers: one backoff per command key)."""
+    """Maps API answers to ``CommandCompleted`` (shared by the writers: one backoff per command key).
+
+    Its counters are labelled by the command's kind, never by its key: a key names the object written
+    (a pod, an Event), which whoever creates that object chooses.
+    """
 
     def __init__(
         self,
@@ -65,6 +78,8 @@ class Outcomes:
         conflict_delay: tuple[float, float] = (0.2, 1.0),
     ) -> None:
         self.stats = stats or KubeStats()
+        for command, verb, resource in WRITES:
+            self.stats.declare(FORBIDDEN_TOTAL, kind=command.__name__, verb=verb, resource=resource.plural)
         self.rng = rng or random.Random()
         self.backoff = backoff or KeyedBackoff(base=1.0, cap=300.0, rng=self.rng)
         self.conflict_delay = conflict_delay
@@ -75,7 +90,7 @@ class Outcomes:
 
     def failed(self, command: Command, err: KubeError, verb: str, where: str) -> CommandCompleted:
         """``where``: ``configmaps/ai-model-catalog in ai`` (for the log line and the detail)."""
-        key, cid = command.key, command.id
+        key, cid, kind = command.key, command.id, type(command).__name__
         detail = f"{verb} {where}: {err}"
         if err.status == 409:
             low, high = self.conflict_delay
@@ -84,14 +99,14 @@ class Outcomes:
             self.backoff.forget(key)
             return CommandCompleted(key, cid, Outcome.GONE, reason="NotFound", detail=detail)
         if err.status == 403:
-            self.stats.inc(FORBIDDEN_TOTAL, key=key, verb=verb, resource=where.partition("/")[0])
+            self.stats.inc(FORBIDDEN_TOTAL, kind=kind, verb=verb, resource=where.partition("/")[0])
             log.warning(
                 "forbidden: %s %s (command %s is not retried until its input changes)", verb, where, key
             )
             return CommandCompleted(
                 key, cid, Outcome.TERMINAL, reason=FORBIDDEN_REASON, detail=f"forbidden: {detail}"
             )
-        self.stats.inc(ERRORS_TOTAL, key=key, status=str(err.status))
+        self.stats.inc(ERRORS_TOTAL, kind=kind, status=str(err.status))
         if err.transient:
             delay = self.backoff.next(key)
             log.info("%s %s failed (%s); retrying in %.1fs", verb, where, err, delay)
