@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
+import attrs
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Counter, Meter, Observation
@@ -22,34 +23,71 @@ from prometheus_client import CollectorRegistry, generate_latest
 from adapters.kube.settings import COUNTERS as KUBE_COUNTERS
 from adapters.kube.settings import KubeStats, stale_watch_label
 from catalog_core import damping as churn
-from catalog_core.commands import Command
+from catalog_core.commands import READ_COMMANDS, Command
 from catalog_core.events import (
     CommandCompleted,
     Event,
     ObjectDeleted,
     ObjectUpserted,
+    Outcome,
     RuntimeProbed,
+    SourceKind,
     SourceListed,
     SourceUnavailable,
 )
-from catalog_core.reasons import RouteState
-from catalog_core.state import CatalogState
+from catalog_core.plan import all_records
+from catalog_core.reasons import Reason, RouteState, state_of
+from catalog_core.state import CatalogState, SourceStatus
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+REJECTED_STATES = (RouteState.ERROR, RouteState.CONFLICT)
+REJECTED_REASONS = tuple(reason for reason in Reason if state_of(reason) in REJECTED_STATES)
+
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+ANSWERED = "answered"  # the outcome label of a read command: it answers with an observation
+
+
+def _fixed_source(event_type: type) -> str:
+    """The ``source`` label of an event that has no ``source`` field of its own."""
+    if event_type is RuntimeProbed:
+        return "health"
+    if event_type is CommandCompleted:
+        return "outcome"
+    return "litellm" if event_type.__name__.startswith("LiteLLM") else "shell"
 
 
 def _event_source(event: Event) -> str:
     source = getattr(event, "source", None)
     if source is not None:
         return str(source.value if hasattr(source, "value") else source)
-    if isinstance(event, RuntimeProbed):
-        return "health"
-    if isinstance(event, CommandCompleted):
-        return "outcome"
-    return "litellm" if type(event).__name__.startswith("LiteLLM") else "shell"
+    return _fixed_source(type(event))
+
+
+def event_series() -> list[dict[str, str]]:
+    """Every (source, type) an event can be counted under: the series of ``model_catalog_events_total``
+    and ``model_catalog_step_failures_total`` that exist, at 0, from the start."""
+    series = []
+    for event_type in get_args(Event):
+        if "source" in attrs.fields_dict(event_type):
+            series += [{"source": kind.value, "type": event_type.__name__} for kind in SourceKind]
+        else:
+            series.append({"source": _fixed_source(event_type), "type": event_type.__name__})
+    return series
+
+
+def command_series() -> list[dict[str, str]]:
+    """Every (kind, outcome) a command can end with: the series of ``model_catalog_commands_total``."""
+    series = []
+    for command_type in get_args(Command):
+        outcomes = [o.value for o in Outcome]
+        if issubclass(command_type, READ_COMMANDS):
+            outcomes.append(ANSWERED)
+        series += [{"kind": command_type.__name__, "outcome": outcome} for outcome in outcomes]
+    return series
 
 
 def _describe(event: Event) -> str:
@@ -104,6 +142,13 @@ class Telemetry:
             "model_catalog_step_failures",
             description="Events the fold raised on: skipped, the last good state kept (a bug; see the log)",
         )
+        # Every series an alert may read exists from the start, at 0 (as controller-runtime's initMetrics
+        # does): Prometheus' increase() cannot see the first increment of a series born with it.
+        for labels in event_series():
+            self._events.add(0, labels)
+            self._step_failures.add(0, labels)
+        for labels in command_series():
+            self._commands.add(0, labels)
         self._latency = meter.create_histogram(
             "model_catalog_reconcile_latency",
             unit="s",
@@ -235,7 +280,7 @@ class Telemetry:
     ) -> None:
         kind = type(command).__name__
         now = self._clock()
-        outcome = next((e.outcome.value for e in events if isinstance(e, CommandCompleted)), "answered")
+        outcome = next((e.outcome.value for e in events if isinstance(e, CommandCompleted)), ANSWERED)
         self._commands.add(1, {"kind": kind, "outcome": outcome})
         self._latency.record(max(0.0, started_at - submitted_at), {"kind": kind})
         self._duration.record(max(0.0, now - started_at), {"kind": kind})
@@ -265,14 +310,15 @@ class Telemetry:
         counter.add(amount, labels)
 
     def bind_kube(self, stats: KubeStats) -> None:
-        """The Kubernetes adapters' counters and stale watches (labelled so that no object's name is a
-        label: the watches of Secrets read by name are one ``watch``, the longest stale of them)."""
+        """The Kubernetes adapters' counters and how long each watch has not been streaming (0 while it
+        streams), labelled so that no object's name is a label: the watches of Secrets read by name are one
+        ``watch``, the longest stale of them."""
         stats.subscribe(self.kube_stat)
         stale = stats.stale
 
         def stale_watches() -> list[tuple[float, dict[str, str]]]:
             now = time.time()
-            longest: dict[str, float] = {}
+            longest = dict.fromkeys(stats.watch_labels, 0.0)
             for watch, since in list(stale.items()):
                 label = stale_watch_label(watch)
                 longest[label] = max(longest.get(label, 0.0), 0.0, now - since)
@@ -284,25 +330,31 @@ class Telemetry:
         """Gauges read from the latest state."""
 
         def rejected() -> list[tuple[float, dict[str, str]]]:
+            """routes.json records in error or conflict (an unreadable models.json's own record too), by
+            reason: every such reason, zeros included."""
             state = self._state
             if state is None:
                 return []
-            tally = Tally(
-                r.reason.value
-                for r in state.derived.records.values()
-                if r.state in (RouteState.ERROR, RouteState.CONFLICT)
-            )
-            return [(float(n), {"reason": reason}) for reason, n in sorted(tally.items())]
+            tally = Tally(r.reason for r in all_records(state) if r.state in REJECTED_STATES)
+            reasons = [*REJECTED_REASONS, *sorted(set(tally) - set(REJECTED_REASONS))]
+            return [(float(tally[reason]), {"reason": reason.value}) for reason in reasons]
 
         def published() -> list[tuple[float, dict[str, str]]]:
             return [(float(len(self._state.derived.entries)), {})] if self._state is not None else []
 
         def sources() -> list[tuple[float, dict[str, str]]]:
-            if self._state is None:
+            """1 for each source's current status, 0 for its other statuses."""
+            state = self._state
+            if state is None:
                 return []
-            return [
-                (1.0, {"source": k, "status": v.status.value}) for k, v in sorted(self._state.sources.items())
-            ]
+            samples = []
+            for kind in sorted(SourceKind, key=lambda k: k.value):
+                current = state.source(kind).status
+                samples += [
+                    (1.0 if status is current else 0.0, {"source": kind.value, "status": status.value})
+                    for status in SourceStatus
+                ]
+            return samples
 
         def litellm() -> list[tuple[float, dict[str, str]]]:
             return (

@@ -84,6 +84,8 @@ REASON_TEXT: dict[Reason, str] = {
     Reason.LITELLM_UNAUTHORIZED: "LiteLLM refused the master key; writes resume once it is accepted again",
     Reason.UNEXPECTED_SHAPE: "the object has an unexpected shape and is left alone",
     Reason.CATALOG_TOO_LARGE: "the catalog outgrew one ConfigMap (1 MiB): apps keep the last written catalog",
+    Reason.KUBEAI_NOT_INSTALLED: "its ModelActivation's engine runs on KubeAI, which is not installed (no "
+    "models.kubeai.org CRD): it is served once KubeAI is installed and its Model is ready",
     Reason.CONFLICT: "another source publishes the same name and wins (ModelActivation > ConfigMap > local)",
     Reason.DUPLICATE_NAME: "models.json defines the name twice; the last definition counts",
     Reason.ID_COLLISION: "another item's route has the same LiteLLM id",

@@ -200,6 +200,13 @@ def _set_status(
     if new == old:
         return state
     pending = evolve(state.pending, catalog=True)
+    if (old.status is SourceStatus.NOT_INSTALLED) != (status is SourceStatus.NOT_INSTALLED):
+        # Claims that read whether this source's CRD is installed (a local activation needs KubeAI's).
+        items = pending.items
+        for spec in registry.SPECS:
+            if source in spec.reads_installed:
+                items = mark_all(items, (spec.item_text(name) for name in state.stored(spec.kind)))
+        pending = evolve(pending, items=items)
     if not old.known and new.known:
         # Everything this source feeds may now be decidable, including owned rows held while it was unknown.
         ids = mark_all(pending.ids, (rid for rid, row in state.litellm.rows.items() if row.ours))

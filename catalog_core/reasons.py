@@ -45,6 +45,8 @@ class Reason(StrEnum):
     FORBIDDEN = "Forbidden"  # the API server refused a write (RBAC)
     WRITE_REJECTED = "WriteRejected"  # the API server rejected a write for another reason
     CATALOG_TOO_LARGE = "CatalogTooLarge"  # the rendered catalog does not fit in one ConfigMap
+    # a local ModelActivation whose engine runs on KubeAI, while KubeAI's CRD is not installed
+    KUBEAI_NOT_INSTALLED = "KubeAINotInstalled"
     # conflict: another item owns the name or the id
     CONFLICT = "Conflict"
     DUPLICATE_NAME = "DuplicateName"

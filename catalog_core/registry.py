@@ -70,6 +70,7 @@ SPECS: tuple[SourceSpec, ...] = (
         warning_target=_activation_target,
         parse=lambda state, obj: ModelActivation.from_k8s(obj, state.config.namespace),
         value_type=ModelActivation,
+        reads_installed=(SourceKind.KUBEAI_MODELS,),
     ),
     SourceSpec(
         Source.EXTERNAL,

@@ -77,6 +77,8 @@ class SourceSpec:
     # its first version (FreeToken runtimes only: at most one source may); any other gated source's are
     # keyed by the whole item key.
     bare_health_keys: bool = False
+    # Sources whose CRD being installed or not its claims read: a change re-derives every item of this one.
+    reads_installed: tuple[SourceKind, ...] = ()
 
     def item(self, name: str) -> ItemKey:
         return ItemKey(self.item_prefix, name)

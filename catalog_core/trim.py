@@ -85,7 +85,7 @@ TRIM: Final[Mapping[SourceKind, Spec]] = {
     SourceKind.EXTERNAL_MODELS: {"metadata": _META, "data": {"models.json": KEEP}},
     SourceKind.MODEL_ACTIVATIONS: {
         "metadata": _META,
-        "spec": {"type": KEEP, "enabled": KEEP, "modelType": KEEP, "external": KEEP},
+        "spec": {"type": KEEP, "engine": KEEP, "enabled": KEEP, "modelType": KEEP, "external": KEEP},
     },
     SourceKind.FREETOKEN_DEPLOYMENTS: RUNTIME_DEPLOYMENT,
     SourceKind.SERVICES: {

@@ -1031,6 +1031,9 @@ READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
     "f24a6dd9e6fa81af": "before KeyChurn.probing (issue 14's burst probe; absent: False)",
     # A probed row held once more for a pair (issue 15); absent: None, the probe runs from changed_at.
     "073b992c862b4c41": "before KeyChurn.probe_until (a pair within the probe; absent: None)",
+    # A local activation's engine is read (absent: "": the logs of that day trimmed spec.engine away, so
+    # their events read the same), and KubeAINotInstalled is a reason no older snapshot holds.
+    "ff6401a43e95b630": "before ModelActivation.engine and the KubeAINotInstalled reason",
 }
 
 

@@ -37,6 +37,7 @@ from adapters.kube.api import KubeApi, KubeError, resource_label
 from adapters.kube.settings import (
     ERRORS_TOTAL,
     FORBIDDEN_TOTAL,
+    SECRET_BY_NAME_WATCHES,
     SECRET_LABELLED_WATCH,
     KubeSettings,
     KubeStats,
@@ -113,6 +114,8 @@ class SecretWatcher:
         self._reported: Unavailability | None = None
         resource = RESOURCES[SourceKind.SECRETS]
         declare_watch_series(self.stats, SourceKind.SECRETS, resource_label(resource), namespace)
+        self.stats.declare_watch(SECRET_LABELLED_WATCH)
+        self.stats.declare_watch(SECRET_BY_NAME_WATCHES)
 
     @property
     def watches(self) -> int:

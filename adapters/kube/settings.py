@@ -62,6 +62,10 @@ class KubeStats:
         self.max_series = max_series
         self._listeners: list[Listener] = []
         self.stale: dict[str, float] = {}
+        self.watch_labels: set[str] = set()  # the ``watch`` label of every watch there was (bounded)
+
+    def declare_watch(self, watch: str) -> None:
+        self.watch_labels.add(stale_watch_label(watch))
 
     def mark_stale(self, watch: str, since: float) -> None:
         self.stale.setdefault(watch, since)

@@ -221,6 +221,7 @@ class WatchSource:
         self._watch_backoff = Backoff(s.retry_base_seconds, s.retry_cap_seconds)
         self._forbidden_backoff = Backoff(s.retry_base_seconds, s.forbidden_recheck_seconds)
         declare_watch_series(self.stats, spec.source, resource_label(spec.resource), spec.namespace)
+        self.stats.declare_watch(self.name)
 
     async def run(self, send: ObjectSendStream[Event]) -> None:
         """Until cancelled. Never raises for an API error or a bad object."""

@@ -14,10 +14,11 @@ from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
 from catalog_core.rules.routes import Origin, external_route, kubeai_route, runtime_route
+from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef
 from catalog_core.sources.secret import allowed_by_name
-from catalog_core.state import Candidate, CatalogState, DesiredRoute
+from catalog_core.state import Candidate, CatalogState, DesiredRoute, SourceStatus
 from catalog_core.values import ModelType, is_env_reference, parse_model_type, shown
 
 _ENDPOINT = re.compile(r"^(https?)://([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(?::(\d{1,5}))?(/[^\s?#]*)?$")
@@ -197,8 +198,10 @@ def external_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate
 
 def activation_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
     activation = state.stored(spec.kind).get(key.name)
-    if activation is None or activation.kind != "external":
+    if activation is None:
         return None
+    if activation.kind != "external":
+        return _local_activation_claim(state, spec, key, activation)
     base = Candidate(key.text, spec.source, activation.name, activation.uid, None, Reason.PUBLISHED)
     if activation.deleting:
         return _with_last_good(state, base, Reason.DELETING, "the ModelActivation is being deleted")
@@ -211,6 +214,23 @@ def activation_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candida
             state, base, reason, problem.message if problem else "spec.external is required"
         )
     return _external_claim(state, base, activation.external, spec)
+
+
+def _local_activation_claim(
+    state: CatalogState, spec: Origin, key: ItemKey, activation: ModelActivation
+) -> Candidate | None:
+    """A local activation reaches the catalog through its runtime, so it claims nothing, unless its runtime
+    can never appear: its engine runs on KubeAI and KubeAI is not installed (behaviour §1.3)."""
+    if not (activation.active and activation.runs_on_kubeai):
+        return None
+    if state.source(SourceKind.KUBEAI_MODELS).status is not SourceStatus.NOT_INSTALLED:
+        return None
+    message = (
+        f"engine {activation.engine} runs on KubeAI, whose CustomResourceDefinition models.kubeai.org is "
+        "not installed: install KubeAI, and the model is published once its KubeAI Model is ready"
+    )
+    base = Candidate(key.text, spec.source, activation.name, activation.uid, None, Reason.PUBLISHED)
+    return _with_last_good(state, base, Reason.KUBEAI_NOT_INSTALLED, message)
 
 
 def trusted_endpoint(state: CatalogState, url: str) -> tuple[str, str] | None:

@@ -11,6 +11,9 @@ from catalog_core import raw
 from catalog_core.sources.common import Problem, checked_name, unreadable
 from catalog_core.sources.external import ExternalModel, parse_definition
 
+# The engines of a local activation that run as KubeAI Models (behaviour §1.3); FreeToken runs on its own.
+KUBEAI_ENGINES = frozenset({"vllm", "ollama"})
+
 
 @attrs.frozen
 class ModelActivation:
@@ -22,10 +25,16 @@ class ModelActivation:
     model_type_hint: str | None
     external: ExternalModel | None = None
     problem: Problem | None = None
+    engine: str = ""  # spec.engine of a local activation, lower case
 
     @property
     def active(self) -> bool:
         return self.enabled and not self.deleting
+
+    @property
+    def runs_on_kubeai(self) -> bool:
+        """A local activation whose model the operator serves as a KubeAI Model."""
+        return self.kind == "local" and self.engine in KUBEAI_ENGINES
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any], namespace: str) -> ModelActivation | None:
@@ -42,6 +51,7 @@ class ModelActivation:
         kind = spec.get("type")
         kind = kind.strip().lower() if isinstance(kind, str) else ""
         hint = spec.get("modelType")
+        engine = spec.get("engine")
         external: ExternalModel | None = None
         problem: Problem | None = None
         if kind == "external":
@@ -64,4 +74,5 @@ class ModelActivation:
             model_type_hint=hint if isinstance(hint, str) else None,
             external=external,
             problem=problem,
+            engine=engine.strip().lower() if isinstance(engine, str) else "",
         )

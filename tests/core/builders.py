@@ -79,8 +79,11 @@ def activation(
     enabled: Any = None,
     model_type: str | None = None,
     deleting: bool = False,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"type": kind}
+    if engine is not None:
+        spec["engine"] = engine
     if external is not None:
         spec["external"] = external
     if enabled is not None:

@@ -1,7 +1,13 @@
 """KubeAI routes (behaviour §1.1, §2.2) and spec-hash write discipline (behaviour §2.3)."""
 
-from catalog_core.commands import CreateLiteLLMModel, DeleteLiteLLMModel, UpdateLiteLLMModel, WriteCatalog
-from catalog_core.events import SourceKind, SourceUnavailable, Unavailability
+from catalog_core.commands import (
+    CreateLiteLLMModel,
+    DeleteLiteLLMModel,
+    EmitKubernetesEvent,
+    UpdateLiteLLMModel,
+    WriteCatalog,
+)
+from catalog_core.events import SourceKind, SourceListed, SourceUnavailable, Unavailability
 from tests.core import builders as b
 from tests.core.harness import Cluster
 
@@ -112,6 +118,46 @@ def test_kubeai_crd_not_installed_is_an_empty_source():
     c.start(b.kubeai_model("llama"))
     c.run(SourceUnavailable(SourceKind.KUBEAI_MODELS, Unavailability.NOT_INSTALLED))
     assert c.model_ids() == []
+
+
+def test_a_local_activation_that_needs_kubeai_says_so_while_its_crd_is_not_installed():
+    """Issue 33 (3): with KubeAI absent, a vLLM or Ollama activation can never be served; it was silent."""
+    c = Cluster()
+    c.start(
+        b.activation("llama", kind="local", engine="vLLM"),
+        b.activation("qwen", kind="local", engine="ollama", enabled=False),
+        b.activation("phi", kind="local", engine="freetoken"),
+        b.external_configmap([{"name": "gpt", "model": "openai/gpt-4o", "apiKey": "sk-1"}]),
+    )
+    not_installed = SourceUnavailable(SourceKind.KUBEAI_MODELS, Unavailability.NOT_INSTALLED, "absent")
+    commands = c.run(not_installed)
+    record = c.record("llama")
+    assert (record["source"], record["state"], record["reason"]) == (
+        "modelactivation",
+        "error",
+        "KubeAINotInstalled",
+    )
+    assert "models.kubeai.org" in record["message"] and "install KubeAI" in record["message"]
+    # not qwen (disabled), not phi (FreeToken runs on its own)
+    assert [r["name"] for r in c.routes() if r["source"] == "modelactivation"] == ["llama"]
+    (event,) = [x for x in commands if isinstance(x, EmitKubernetesEvent)]
+    assert (event.involved.kind, event.involved.namespace, event.involved.name) == (
+        "ModelActivation",
+        "ai-system",
+        "llama",
+    )
+    assert event.reason == "KubeAINotInstalled"
+    assert c.model_ids() == ["gpt"]  # the others are untouched
+    # an activation created while KubeAI is absent is reported too; one disabled again is not
+    c.apply(b.activation("mistral", kind="local", engine="vllm"))
+    assert c.record("mistral")["reason"] == "KubeAINotInstalled"
+    c.apply(b.activation("mistral", kind="local", engine="vllm", enabled=False))
+    assert [r["name"] for r in c.routes() if r["source"] == "modelactivation"] == ["llama"]
+    # KubeAI is installed: the records go, the Model is published when it is ready
+    c.run(SourceListed(SourceKind.KUBEAI_MODELS, ()))
+    assert [r for r in c.routes() if r["source"] == "modelactivation"] == []
+    c.apply(b.kubeai_model("llama"))
+    assert c.model_ids() == ["gpt", "llama"]
 
 
 def test_forbidden_source_keeps_its_last_good_value():

@@ -333,8 +333,8 @@ def test_every_metric_the_rules_and_dashboard_use_is_exported(world: World) -> N
     world.controller.wait_ready(90)
     kubectl(world.admin, "delete", "rolebinding", "ai-model-catalog-controller", "-n", world.app_ns)
     try:
-        wait_for(
-            lambda: "model_catalog_kube_forbidden_total" in world.controller.metrics(),
+        wait_for(  # the series exist from the start, at 0: wait for a count
+            lambda: world.controller.metric("model_catalog_kube_forbidden_total") > 0,
             60,
             what="a 403 counted",
         )

@@ -23,6 +23,7 @@ import attrs
 import pytest
 
 from catalog_core.commands import EmitKubernetesEvent, PatchAgentTemplate
+from catalog_core.events import SourceKind, SourceUnavailable, Unavailability
 from tests.core import builders as b
 from tests.core.harness import Cluster
 from tests.faults import results
@@ -216,6 +217,11 @@ def _deep_kubeai() -> dict[str, Any]:
     model = b.kubeai_model("deep")
     model["spec"]["args"] = [_deep(600)]
     return model
+
+
+def _kubeai_absent(c: Cluster) -> None:
+    c.run(SourceUnavailable(SourceKind.KUBEAI_MODELS, Unavailability.NOT_INSTALLED, "absent"))
+    c.apply(b.activation("needs-kubeai", kind="local", engine="vllm"))
 
 
 def _bulk(c: Cluster) -> None:
@@ -674,6 +680,16 @@ CASES = [
         "deep-act",
         "error",
         "NestedTooDeeply",
+    ),
+    Case(
+        "kubeai-not-installed",
+        "a vLLM ModelActivation while the KubeAI CRD is not installed (said nothing before)",
+        _kubeai_absent,
+        "modelactivation",
+        "needs-kubeai",
+        "error",
+        "KubeAINotInstalled",
+        good=("good-ext", "good-act"),  # no KubeAI, so no KubeAI route either
     ),
     Case(
         "missing-key",

@@ -1,0 +1,90 @@
+"""What a live ``/metrics`` holds at start, on the real kube-apiserver and LiteLLM (issue 33, item 3).
+
+A ``model-catalog run`` process in namespaces of its own, authenticated as the controller's
+ServiceAccount bound by ``deploy/``'s Roles, standing by behind a Lease another replica holds (so it
+writes nothing): once it is ready it is scraped, and
+
+- every series an alert of ``deploy/monitoring/prometheusrule.yaml`` reads is there, each counter at 0
+  (the first failure moves ``increase()``);
+- every input series of ``tests/monitoring/rules.test.yaml`` has the label names of a scraped series as
+  Prometheus stores it (the values are namespace-dependent here; ``tests/monitoring/test_live_shapes.py``
+  compares them too);
+- every metric family has a real HELP.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.harness import (
+    FAST_CONTROLLER_ENV,
+    REPO,
+    Controller,
+    deploy_base,
+    kubectl,
+    service_account_kubeconfig,
+)
+from tests.monitoring import shapes
+
+pytestmark = [pytest.mark.kube, pytest.mark.litellm, pytest.mark.slow]
+
+LEASE = "ai-model-catalog-controller"
+
+
+@pytest.fixture(scope="module")
+def standby(
+    kube_peer: Any, litellm_peer: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Controller]:
+    admin = Path(kube_peer.kubeconfig)
+    work = tmp_path_factory.mktemp("metrics-at-start")
+    ns = f"mcm-{uuid.uuid4().hex[:6]}"
+    app_ns = f"{ns}-system"
+    for name in (ns, app_ns):
+        kubectl(admin, "create", "namespace", name)
+    for crd in sorted((REPO / "contracts" / "crds").glob("*.yaml")):
+        kubectl(admin, "apply", "-f", str(crd))
+    manifests, _ = deploy_base(admin, ns, app_ns)
+    kubectl(admin, "apply", "-f", "-", input_text=manifests)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": LEASE, "namespace": ns},
+        "spec": {"holderIdentity": "the-other-replica", "leaseDurationSeconds": 3600, "renewTime": now},
+    }
+    kubectl(admin, "apply", "-f", "-", input_text=yaml.safe_dump(lease))
+    env = {
+        "KUBECONFIG": str(service_account_kubeconfig(admin, ns, work / "controller.kubeconfig")),
+        "NAMESPACE": ns,
+        "APPLIANCE_NAMESPACE": app_ns,
+        "LITELLM_BASE_URL": litellm_peer.base_url,
+        "LITELLM_MASTER_KEY": litellm_peer.master_key,
+        **FAST_CONTROLLER_ENV,
+        # the other replica's Lease stays valid for this one for the whole test: it never leads
+        "CATALOG_LEASE_DURATION_SECONDS": "3600",
+        "CATALOG_LEASE_RENEW_DEADLINE_SECONDS": "60",
+        "CATALOG_LEASE_RETRY_PERIOD_SECONDS": "1",
+    }
+    controller = Controller("standby", env, work).start()
+    try:
+        controller.wait_ready(90)
+        yield controller
+    finally:
+        controller.stop()
+        for name in (ns, app_ns):
+            kubectl(admin, "delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_a_live_scrape_at_start_holds_every_alert_input_at_zero(standby: Controller) -> None:
+    text = standby.metrics()
+    assert not standby.leading()
+    assert shapes.inputs_at_start(text) == []
+    assert shapes.input_series_not_live(text, values=False) == []
+    assert shapes.help_problems(text) == []
