@@ -6,6 +6,7 @@ a Secret, never a request body.
 
 from __future__ import annotations
 
+import platform
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,7 +19,7 @@ from opentelemetry.metrics import CallbackOptions, Counter, Meter, Observation
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
 from adapters.kube.settings import COUNTERS as KUBE_COUNTERS
 from adapters.kube.settings import KubeStats, stale_watch_label
@@ -41,6 +42,8 @@ from catalog_core.state import CatalogState, SourceStatus
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
+
+    from adapters.eventlog.recorder import RecorderStats
 
 REJECTED_STATES = (RouteState.ERROR, RouteState.CONFLICT)
 REJECTED_REASONS = tuple(reason for reason in Reason if state_of(reason) in REJECTED_STATES)
@@ -119,6 +122,9 @@ class Telemetry:
         self._owns_meter_provider = meter_provider is None
         if meter_provider is None:
             self.registry = CollectorRegistry(auto_describe=True)
+            # The standard process_* series (CPU, resident and virtual memory, open and maximum file
+            # descriptors, start time), read from /proc by the Prometheus client the exporter is built on.
+            ProcessCollector(registry=self.registry)
             reader = PrometheusMetricReader(registry=self.registry)
             histogram = ExplicitBucketHistogramAggregation(LATENCY_BUCKETS)
             meter_provider = MeterProvider(
@@ -164,14 +170,13 @@ class Telemetry:
         self._gauges: dict[str, Callable[[], Iterable[tuple[float, dict[str, str]]]]] = {}
         for name, description in (
             ("model_catalog_queue_depth", "Commands queued or executing"),
-            ("model_catalog_rejected_items", "Source items in error or conflict, by reason"),
+            (
+                "model_catalog_rejected_items",
+                "routes.json records in error or conflict (an unreadable models document's too), by reason",
+            ),
             ("model_catalog_published_models", "Catalog entries currently published"),
             ("model_catalog_leader", "1 while this replica leads, else 0"),
-            ("model_catalog_source_status", "1 for each source's current status"),
-            (
-                "model_catalog_event_log_dropped_records",
-                "Event log records dropped (disk full, write errors)",
-            ),
+            ("model_catalog_source_status", "1 for each source's current status, 0 for its other statuses"),
             ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
             ("model_catalog_items", "Source items (routes.json records) by state"),
             ("model_catalog_catalog_bytes", "Bytes of data of the catalog the current state renders"),
@@ -182,11 +187,17 @@ class Telemetry:
             ),
             (
                 "model_catalog_source_stale_seconds",
-                "How long each watch that is not streaming (presumed dead, reconnecting) has been so",
+                "How long each watch has not streamed (presumed dead, reconnecting); 0 while it streams",
             ),
         ):
             meter.create_observable_gauge(name, callbacks=[self._observer(name)], description=description)
         self._damping_metrics(meter)
+        build = {"version": service_version or "unknown", "python_version": platform.python_version()}
+        meter.create_observable_gauge(
+            "model_catalog_build_info",
+            callbacks=[lambda options: [Observation(1, build)]],
+            description="Always 1; the version of model-catalog and of Python, as labels",
+        )
         self._state: CatalogState | None = None
         self._clock = clock
         # The tracing SDK and the OTLP exporter are imported only when traces are exported.
@@ -325,6 +336,14 @@ class Telemetry:
             return [(seconds, {"watch": label}) for label, seconds in sorted(longest.items())]
 
         self.set_gauge("model_catalog_source_stale_seconds", stale_watches)
+
+    def bind_event_log(self, stats: RecorderStats) -> None:
+        """The event log's dropped records, a count since start (disk full, write errors)."""
+        self._meter.create_observable_counter(
+            "model_catalog_event_log_dropped_records",
+            callbacks=[lambda options: [Observation(stats.records_dropped)]],
+            description="Event log records dropped since start (disk full, write errors, the writer behind)",
+        )
 
     def bind_state(self) -> None:
         """Gauges read from the latest state."""

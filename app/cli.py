@@ -201,7 +201,45 @@ def parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument("--json", action="store_true", help="print the story as JSON Lines")
     _max_line_bytes(explain_cmd)
     explain_cmd.set_defaults(func=_explain)
+
+    get_cmd = commands.add_parser(
+        "get",
+        help="GET an endpoint of the controller in this container (/readyz, /metrics, /debug/eventlog)",
+        description="Read an endpoint of the model-catalog run server in the same container (the image has "
+        "no curl): kubectl exec deploy/ai-model-catalog-controller -- model-catalog get /readyz. Asks "
+        "CATALOG_HTTP_HOST (loopback when it binds every address) on CATALOG_HTTP_PORT (8080), with "
+        "CATALOG_DEBUG_TOKEN when set. A 2xx body goes to stdout; exit 1 (the body on stderr) for any "
+        "other status, 2 when nothing answers.",
+    )
+    get_cmd.add_argument("path", type=_endpoint_path, metavar="PATH", help="/healthz, /readyz, /metrics, ...")
+    get_cmd.add_argument("--port", type=_port, metavar="PORT", help="[env CATALOG_HTTP_PORT; else 8080]")
+    get_cmd.add_argument(
+        "--timeout", type=_positive_seconds, default=30.0, metavar="SECONDS", help="for the answer (30)"
+    )
+    get_cmd.set_defaults(func=_get)
     return top
+
+
+def _endpoint_path(text: str) -> str:
+    from app.local_get import valid_path
+
+    try:
+        return valid_path(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _port(text: str) -> int:
+    port = _positive(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port")
+    return port
+
+
+def _get(args: argparse.Namespace) -> int:
+    from app import local_get
+
+    return local_get.main(args.path, args.port, args.timeout)
 
 
 def _max_line_bytes(command: argparse.ArgumentParser) -> None:

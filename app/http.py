@@ -55,7 +55,7 @@ def is_loopback(peer: str) -> bool:
 
 
 def debug_allowed(request: Request, token: str | None) -> bool:
-    """Who may read a debug endpoint: a loopback client (``kubectl exec ... curl localhost``,
+    """Who may read a debug endpoint: a loopback client (``kubectl exec ... model-catalog get``,
     ``kubectl port-forward``), or — only when ``token`` is set — a request carrying
     ``Authorization: Bearer <token>`` from anywhere (compared in constant time)."""
     if is_loopback(request.peer):

@@ -102,10 +102,7 @@ class Service:
         self.telemetry.set_gauge("model_catalog_catalog_limit_bytes", size.limit)
         self.telemetry.set_gauge("model_catalog_catalog_too_large", size.too_large)
         if self.recorder is not None:
-            stats = self.recorder.stats
-            self.telemetry.set_gauge(
-                "model_catalog_event_log_dropped_records", lambda: [(float(stats.records_dropped), {})]
-            )
+            self.telemetry.bind_event_log(self.recorder.stats)
         self.stopping = anyio.Event()
 
     @property

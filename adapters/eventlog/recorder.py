@@ -124,7 +124,7 @@ class RecorderSettings:
 
 @attrs.define
 class RecorderStats:
-    """Counters the shell can export (e.g. ``model_catalog_event_log_records_dropped_total``)."""
+    """Counters the shell can export (``model_catalog_event_log_dropped_records_total``)."""
 
     records_written: int = 0
     records_dropped: int = 0

@@ -76,8 +76,9 @@ def under(modules: set[str], package: str) -> list[str]:
         (["explain", str(EXAMPLES / "event-log.jsonl"), "gpt-4o"], "app.explain"),
         (["placeholder"], "app.placeholder"),
         (["run", "--help"], "app.settings"),
+        (["get", "/readyz", "--port", "9", "--timeout", "1"], "app.local_get"),
     ],
-    ids=["render", "replay", "explain", "placeholder", "run-help"],
+    ids=["render", "replay", "explain", "placeholder", "run-help", "get"],
 )
 def test_offline_commands_never_load_the_controller_libraries(
     tmp_path: Path, argv: list[str], needs: str

@@ -9,12 +9,17 @@ writes nothing): once it is ready it is scraped, and
 - every input series of ``tests/monitoring/rules.test.yaml`` has the label names of a scraped series as
   Prometheus stores it (the values are namespace-dependent here; ``tests/monitoring/test_live_shapes.py``
   compares them too);
-- every metric family has a real HELP.
+- every metric family has a real HELP;
+- the runbook's ``model-catalog get`` reads its endpoints, run as ``kubectl exec`` runs it: a process
+  with the container's environment (the image's, no curl anywhere), asking the server in its pod.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +33,7 @@ from tests.e2e.harness import (
     REPO,
     Controller,
     deploy_base,
+    image_runtime_env,
     kubectl,
     service_account_kubeconfig,
 )
@@ -88,3 +94,23 @@ def test_a_live_scrape_at_start_holds_every_alert_input_at_zero(standby: Control
     assert shapes.inputs_at_start(text) == []
     assert shapes.input_series_not_live(text, values=False) == []
     assert shapes.help_problems(text) == []
+
+
+def _exec(controller: Controller, *argv: str) -> subprocess.CompletedProcess[bytes]:
+    """``kubectl exec <pod> -- model-catalog ARGV``: the container's environment, the image's settings."""
+    env = {**controller.env, **image_runtime_env()}
+    argv_ = [sys.executable, "-m", "app.cli", *argv]
+    return subprocess.run(argv_, cwd=REPO, env=env, capture_output=True, timeout=60, check=False)
+
+
+def test_the_runbooks_commands_read_the_running_controller(standby: Controller) -> None:
+    readyz = _exec(standby, "get", "/readyz")
+    assert (readyz.returncode, readyz.stdout) == (0, b"ok (standby)\n"), readyz.stderr
+    metrics = _exec(standby, "get", "/metrics")
+    assert metrics.returncode == 0 and shapes.parse(metrics.stdout.decode()).samples
+    ring = _exec(standby, "get", "/debug/eventlog")
+    assert ring.returncode == 0, ring.stderr
+    records = [json.loads(line) for line in ring.stdout.splitlines()]
+    assert records and records[0]["k"] == "header"
+    missing = _exec(standby, "get", "/nothing-here")
+    assert missing.returncode == 1 and b"HTTP 404" in missing.stderr

@@ -4,6 +4,7 @@ PrometheusRule, the Grafana dashboard) and deploy/status-reader (the read-only R
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -92,3 +93,30 @@ def test_the_dashboard_shows_what_the_issue_asks_for() -> None:
         assert panel["targets"], panel["title"]
         assert all('namespace="$namespace"' in t["expr"] for t in panel["targets"]), panel["title"]
     assert any("histogram_quantile(0.95" in e for e in dashboard_exprs())
+
+
+def test_each_alert_links_the_runbook_at_the_overlays_setting(built: list[dict[str, Any]]) -> None:
+    """Issue 33 (7): the runbook URL pointed to a repository that does not exist, out of an offline
+    appliance's reach; it is the overlay's setting now."""
+    (settings,) = yaml.safe_load_all((OPERATED / "monitoring-settings.yaml").read_text())
+    base = settings["data"]["runbookURL"]
+    assert not any(d["metadata"]["name"] == "ai-model-catalog-monitoring" for d in built)  # local-config
+    rule = one(built, "PrometheusRule", "ai-model-catalog")
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert alerts
+    for alert in alerts:
+        assert alert["annotations"]["runbook_url"] == f"{base}#{alert['alert'].lower()}"
+
+
+def test_the_monitoring_component_without_its_setting_stops_and_names_it(tmp_path: Path) -> None:
+    if shutil.which("kubectl") is None:
+        skip_or_fail("kubectl (its built-in kustomize) is not installed")
+    deploy = os.path.relpath(REPO / "deploy", tmp_path)  # kustomize takes no absolute base
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources: [{deploy}]\ncomponents: [{deploy}/monitoring]\n"
+    )
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode != 0
+    assert "ai-model-catalog-monitoring" in out.stderr and "runbookURL" in out.stderr

@@ -9,6 +9,7 @@ same checks run on a controller process against the real peers in ``tests/e2e/te
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import httpx
@@ -35,8 +36,13 @@ def _scrape(service: Service) -> str:
 
 
 @pytest.fixture
-def service() -> Iterator[Service]:
-    env = {"LITELLM_MASTER_KEY": "sk-x", "CATALOG_HTTP_HOST": "127.0.0.1", "CATALOG_HTTP_PORT": "0"}
+def service(tmp_path: Path) -> Iterator[Service]:
+    env = {
+        "LITELLM_MASTER_KEY": "sk-x",
+        "CATALOG_HTTP_HOST": "127.0.0.1",
+        "CATALOG_HTTP_PORT": "0",
+        "CATALOG_EVENT_LOG_PATH": str(tmp_path / "events.jsonl"),
+    }
     settings = load(env)
     assert isinstance(settings, ServiceSettings)
     service = Service(settings, api_client=object())
@@ -115,3 +121,28 @@ def test_a_broken_models_json_and_a_missing_kubeai_crd_are_counted_as_rejected(s
     assert rejected["KubeAINotInstalled"] == 1.0
     assert rejected["SecretNotAllowed"] == 0.0  # every reason is there, zeros included
     assert cluster.model_ids() == ["gpt"]  # the last good models stay published
+
+
+PROCESS = (
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
+)
+
+
+def test_process_metrics_build_info_a_dropped_records_counter_and_a_real_help_each(service: Service) -> None:
+    """Issue 33 (7): no process_* metrics, no build info, a running count exposed as a gauge, and a
+    counter whose HELP was its own name."""
+    expo = shapes.parse(_scrape(service))
+    names = {s.name for s in expo.samples}
+    assert set(PROCESS) <= names
+    (build,) = [s for s in expo.samples if s.name == "model_catalog_build_info"]
+    assert build.value == 1.0 and build.labels["version"] and build.labels["python_version"]
+    assert "model_catalog_event_log_dropped_records" not in names  # the old gauge
+    assert expo.type_of("model_catalog_event_log_dropped_records_total") == "counter"
+    assert [s.value for s in expo.samples if s.name == "model_catalog_event_log_dropped_records_total"] == [0]
+    assert shapes.help_problems(_scrape(service)) == []
+    assert "model_catalog_kube_watch_requests_total" in expo.helps
