@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("model_catalog.service")
 
 LIVENESS_STALL_SECONDS = 30.0
+METRICS_MIN_INTERVAL_SECONDS = 1.0
 _DEBUG_FORBIDDEN = (
     b"forbidden: ask from the pod itself (loopback) or with Authorization: Bearer <CATALOG_DEBUG_TOKEN>\n"
 )
@@ -103,6 +104,7 @@ class Service:
         self.telemetry.set_gauge("model_catalog_catalog_too_large", size.too_large)
         if self.recorder is not None:
             self.telemetry.bind_event_log(self.recorder.stats)
+        self._metrics_cache: tuple[float, bytes | None] = (0.0, None)
         self.stopping = anyio.Event()
 
     @property
@@ -137,7 +139,14 @@ class Service:
         ]
 
     async def _metrics(self, request: Request) -> tuple[int, str, bytes]:
-        return 200, "text/plain; version=0.0.4; charset=utf-8", self.telemetry.metrics_text()
+        # Rendered at most once a second: anyone on the pod network may ask, as often as they like, and
+        # each render is a few milliseconds of the loop's thread (Prometheus asks every 30 s).
+        now = time.monotonic()
+        rendered_at, text = self._metrics_cache
+        if text is None or now - rendered_at >= METRICS_MIN_INTERVAL_SECONDS:
+            text = self.telemetry.metrics_text()
+            self._metrics_cache = (now, text)
+        return 200, "text/plain; version=0.0.4; charset=utf-8", text
 
     async def _ring(self, request: Request) -> tuple[int, str, bytes]:
         token = self.settings.debug_token.value if self.settings.debug_token is not None else None

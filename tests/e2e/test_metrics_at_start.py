@@ -5,19 +5,23 @@ ServiceAccount bound by ``deploy/``'s Roles, standing by behind a Lease another 
 writes nothing): once it is ready it is scraped, and
 
 - every series an alert of ``deploy/monitoring/prometheusrule.yaml`` reads is there, each counter at 0
-  (the first failure moves ``increase()``);
+  (the first failure moves ``increase()``), but for the first list of each source, a relist too;
 - every input series of ``tests/monitoring/rules.test.yaml`` has the label names of a scraped series as
   Prometheus stores it (the values are namespace-dependent here; ``tests/monitoring/test_live_shapes.py``
   compares them too);
 - every metric family has a real HELP;
 - the runbook's ``model-catalog get`` reads its endpoints, run as ``kubectl exec`` runs it: a process
-  with the container's environment (the image's, no curl anywhere), asking the server in its pod.
+  with the container's environment (the image's, no curl anywhere), asking the server in its pod;
+- 1,100 idle connections to its port under the default limit of 1,024 open files neither end the
+  process nor keep the probes out (issue 32, item 10).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import resource
+import socket
 import subprocess
 import sys
 import uuid
@@ -91,7 +95,7 @@ def standby(
 def test_a_live_scrape_at_start_holds_every_alert_input_at_zero(standby: Controller) -> None:
     text = standby.metrics()
     assert not standby.leading()
-    assert shapes.inputs_at_start(text) == []
+    assert shapes.inputs_at_start(text, ready=True) == []
     assert shapes.input_series_not_live(text, values=False) == []
     assert shapes.help_problems(text) == []
 
@@ -114,3 +118,34 @@ def test_the_runbooks_commands_read_the_running_controller(standby: Controller) 
     assert records and records[0]["k"] == "header"
     missing = _exec(standby, "get", "/nothing-here")
     assert missing.returncode == 1 and b"HTTP 404" in missing.stderr
+
+
+def test_1100_idle_connections_under_1024_open_files_leave_the_controller_running(
+    standby: Controller,
+) -> None:
+    assert standby.process is not None
+    pid = standby.process.pid
+    limit = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (1024, limit[1]))  # a container's default
+    held: list[socket.socket] = []
+    try:
+        for _ in range(1100):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", standby.port), timeout=10))
+            except OSError:
+                break  # the kernel's backlog is full
+        with socket.create_connection(
+            ("127.0.0.1", standby.port), timeout=10, source_address=("127.0.0.2", 0)
+        ) as probe:  # another client (the kubelet) is still served
+            probe.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = b""
+            while chunk := probe.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"ok (standby)\n"), answer
+        assert standby.process.poll() is None
+    finally:
+        for sock in held:
+            sock.close()
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limit)
+    assert standby.ready()
+    assert standby.process.poll() is None
