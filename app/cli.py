@@ -168,6 +168,37 @@ def parser() -> argparse.ArgumentParser:
     _cluster_flags(status_cmd)
     status_cmd.set_defaults(func=_status)
 
+    check_cmd = commands.add_parser(
+        "check",
+        help="are the controller's prerequisites in place: CRDs, permissions, master key, LiteLLM, catalog",
+        description="Check, read-only, what the controller needs: the API server; each CRD it reads and "
+        "the version served; every permission of docs/rbac.md granted to the controller's identity "
+        "(SelfSubjectAccessReview: one line per missing one, with the Role to add it to; outside a pod the "
+        "ServiceAccount system:serviceaccount:NAMESPACE:ai-model-catalog-controller is impersonated); the "
+        "LiteLLM master key (LITELLM_MASTER_KEY, else its Secret); LiteLLM reachable, its version, the key "
+        "accepted; the catalog ConfigMap writable (server-side dry run). Works before the first install. "
+        "Exit 0 when all is ok, 1 with warnings only, 2 with a failure.",
+    )
+    check_cmd.add_argument(
+        "-n", "--namespace", metavar="NS", help="the controller's namespace [env NAMESPACE]"
+    )
+    check_cmd.add_argument(
+        "--as",
+        dest="identity",
+        metavar="USER",
+        help="whose permissions to check (impersonated; empty: your own) [the controller's ServiceAccount; "
+        "in a pod, the pod's]",
+    )
+    check_cmd.add_argument(
+        "--litellm-url",
+        default="",
+        metavar="URL",
+        help="LiteLLM's admin API, e.g. through kubectl port-forward [env LITELLM_BASE_URL]",
+    )
+    check_cmd.add_argument("-o", "--output", choices=("json",), default="", help="json: the findings as JSON")
+    _cluster_flags(check_cmd)
+    check_cmd.set_defaults(func=_check)
+
     replay_cmd = commands.add_parser(
         "replay",
         help="fold a recorded event log again, offline, and print or verify its commands",
@@ -300,6 +331,26 @@ def _status(args: argparse.Namespace) -> int:
         states=frozenset().union(*args.state),
     )
     return status.main(args.kubeconfig or "", args.context, target, options)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from app import check
+
+    env = dict(os.environ)
+    if args.namespace:
+        env["NAMESPACE"] = args.namespace
+    config = CatalogConfig.from_env(env)
+    if isinstance(config, ConfigError):
+        _fail(f"invalid configuration: {config}")
+    assert isinstance(config, CatalogConfig)
+    options = check.Options(
+        kubeconfig=args.kubeconfig or "",
+        context=args.context,
+        identity=args.identity,
+        litellm_url=args.litellm_url,
+        as_json=args.output == "json",
+    )
+    return check.main(config, options, env)
 
 
 def _replay(args: argparse.Namespace) -> int:
