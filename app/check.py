@@ -27,6 +27,7 @@ import binascii
 import enum
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote, urlsplit
 
@@ -463,15 +464,17 @@ class Options:
     identity: str | None = None  # --as; None: the controller's ServiceAccount unless in a pod
     litellm_url: str = ""
     as_json: bool = False
+    service_account: Path | None = None  # where a pod's ServiceAccount is mounted (None: Kubernetes's place)
 
 
 async def _main(config: CatalogConfig, options: Options, env: Mapping[str, str]) -> int:
-    from app.kube_client import ClusterConfigError, load_cli_client
+    from app.kube_client import SERVICE_ACCOUNT_DIR, ClusterConfigError, load_cli_client
 
+    mounted = options.service_account or SERVICE_ACCOUNT_DIR
     out: Any = TerminalSafe(sys.stdout)
     try:
         client, source = await load_cli_client(
-            options.kubeconfig, env, context=options.context, connections=4
+            options.kubeconfig, env, context=options.context, connections=4, service_account=mounted
         )
     except ClusterConfigError as exc:
         sys.stderr.write(f"model-catalog: cannot load the cluster configuration: {one_line(str(exc))}\n")
@@ -492,7 +495,11 @@ async def _main(config: CatalogConfig, options: Options, env: Mapping[str, str])
         api = KubeApi(client, request_timeout=REQUEST_TIMEOUT_SECONDS)
         if identity:
             as_client, _ = await load_cli_client(
-                options.kubeconfig, env, context=options.context, connections=REVIEWS_AT_ONCE
+                options.kubeconfig,
+                env,
+                context=options.context,
+                connections=REVIEWS_AT_ONCE,
+                service_account=mounted,
             )
             as_client.set_default_header("Impersonate-User", identity)
         else:

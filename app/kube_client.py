@@ -33,8 +33,8 @@ __all__ = [
     "load_cli_client",
 ]
 
-# Where a pod's ServiceAccount token is mounted: in-cluster configuration is possible only with it.
-SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+# Where a pod's ServiceAccount is mounted (token, ca.crt): in-cluster configuration needs its token.
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 class ClusterConfigError(Exception):
@@ -50,7 +50,7 @@ class ClusterSource:
 
 
 def cluster_source(
-    kubeconfig: str, env: Mapping[str, str], token: Path = SERVICE_ACCOUNT_TOKEN
+    kubeconfig: str, env: Mapping[str, str], service_account: Path = SERVICE_ACCOUNT_DIR
 ) -> ClusterSource:
     """kubectl's order: ``--kubeconfig`` (that file only); else every file of ``KUBECONFIG`` that exists,
     merged (missing ones are skipped); else ``~/.kube/config`` when it exists; else the pod's
@@ -71,7 +71,8 @@ def cluster_source(
     default = (Path(home) if home else Path.home()) / ".kube" / "config"
     if not listed and default.is_file():
         return ClusterSource(str(default), str(default))
-    if env.get("KUBERNETES_SERVICE_HOST") and env.get("KUBERNETES_SERVICE_PORT") and token.is_file():
+    pod = env.get("KUBERNETES_SERVICE_HOST") and env.get("KUBERNETES_SERVICE_PORT")
+    if pod and (service_account / "token").is_file():
         return ClusterSource("", "in-cluster (the pod's ServiceAccount)")
     if listed:
         raise ClusterConfigError(
@@ -89,10 +90,11 @@ async def load_cli_client(
     *,
     context: str = "",
     connections: int | None = None,
+    service_account: Path = SERVICE_ACCOUNT_DIR,
 ) -> tuple[k8s_client.ApiClient, ClusterSource]:
     """A client for a command-line tool, configured as kubectl would be (``cluster_source``), and where
     its configuration came from."""
-    source = cluster_source(kubeconfig, env)
+    source = cluster_source(kubeconfig, env, service_account)
     configuration = k8s_client.Configuration()
     try:
         if source.kubeconfig:
@@ -100,7 +102,12 @@ async def load_cli_client(
                 config_file=source.kubeconfig, context=context or None, client_configuration=configuration
             )
         else:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration,
+                token_filename=str(service_account / "token"),
+                cert_filename=str(service_account / "ca.crt"),
+                environ=dict(env),
+            )
     except Exception as exc:  # the library raises ConfigException, OSError, YAML errors...
         reason = one_line(str(exc) or type(exc).__name__)
         fix = "fix it, or pass --kubeconfig FILE" + ("" if context else " (and --context NAME)")

@@ -48,13 +48,13 @@ def test_in_a_pod_without_a_kubeconfig_the_service_account_is_used(tmp_path: Pat
     token = tmp_path / "token"
     token.write_text("t")
     pod = {"HOME": str(tmp_path), "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
-    source = cluster_source("", pod, token=token)
+    source = cluster_source("", pod, tmp_path)
     assert source.kubeconfig == "" and source.described.startswith("in-cluster")
 
 
 def test_nothing_to_go_on_is_one_line_that_says_how_to_fix_it(tmp_path: Path) -> None:
     with pytest.raises(ClusterConfigError) as none:
-        cluster_source("", {"HOME": str(tmp_path)}, token=tmp_path / "no-token")
+        cluster_source("", {"HOME": str(tmp_path)}, tmp_path / "no-service-account")
     message = str(none.value)
     assert "\n" not in message
     assert f"KUBECONFIG is not set, {tmp_path}/.kube/config does not exist and this is not a pod" in message
@@ -62,7 +62,7 @@ def test_nothing_to_go_on_is_one_line_that_says_how_to_fix_it(tmp_path: Path) ->
     with pytest.raises(
         ClusterConfigError, match="names no file that exists; point KUBECONFIG or --kubeconfig"
     ):
-        cluster_source("", {"HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "x")}, token=tmp_path / "t")
+        cluster_source("", {"HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "x")}, tmp_path / "none")
 
 
 async def test_a_broken_kubeconfig_names_the_file_and_the_fix(tmp_path: Path) -> None:

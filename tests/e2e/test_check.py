@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -20,9 +21,12 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from adapters.kube.api import KubeApi
 from app.check import CheckSettings, Severity, check_permissions, controller_identity
+from app.check import Options as CheckOptions
+from app.check import main as check_main
 from catalog_core.config import CatalogConfig
 from contracts import rbac
 from tests.e2e.harness import REPO, deploy_base, kubectl, service_account_kubeconfig
@@ -93,7 +97,7 @@ def installed(kube_peer: Any, litellm_peer: Any, tmp_path_factory: pytest.TempPa
             kubectl(admin, "delete", "namespace", name, "--wait=false", check=False)
 
 
-def test_all_green_with_the_deploy_roles(installed: Installed) -> None:
+def test_all_green_with_the_deploy_roles(installed: Installed, capsys: pytest.CaptureFixture[str]) -> None:
     done = installed.run()
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
@@ -112,14 +116,36 @@ def test_all_green_with_the_deploy_roles(installed: Installed) -> None:
     assert installed.litellm.master_key not in done.stdout + done.stderr
     print(done.stdout)  # what the README shows
 
-    # From the controller's pod: its own token (no impersonation) and the key from its environment.
-    token = service_account_kubeconfig(installed.admin, installed.ns, installed.work / "sa.kubeconfig")
-    as_pod = installed.run(
-        "--as=", kubeconfig=token, env={"LITELLM_MASTER_KEY": installed.litellm.master_key}
+    # From the controller's pod: no kubeconfig, the pod's mounted ServiceAccount (in-cluster, no
+    # impersonation) and the key from its environment, as the Deployment gives them.
+    token = yaml.safe_load(
+        service_account_kubeconfig(
+            installed.admin, installed.ns, installed.work / "sa.kubeconfig"
+        ).read_text()
     )
-    assert as_pod.returncode == 0, as_pod.stdout
-    assert f"ok    permissions: {wanted} of {wanted} granted to your own identity" in as_pod.stdout
-    assert "ok    master-key: from the environment (LITELLM_MASTER_KEY)" in as_pod.stdout
+    mounted = installed.work / "serviceaccount"
+    mounted.mkdir()
+    (mounted / "token").write_text(token["users"][0]["user"]["token"])
+    cluster = token["clusters"][0]["cluster"]
+    (mounted / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    host, _, port = cluster["server"].removeprefix("https://").partition(":")
+    pod_env = {
+        "HOME": str(installed.work / "home"),
+        "KUBERNETES_SERVICE_HOST": host,
+        "KUBERNETES_SERVICE_PORT": port,
+        "NAMESPACE": installed.ns,
+        "APPLIANCE_NAMESPACE": installed.app_ns,
+        "LITELLM_BASE_URL": installed.litellm.base_url,
+        "LITELLM_MASTER_KEY": installed.litellm.master_key,
+    }
+    config = CatalogConfig.from_env(pod_env)
+    assert isinstance(config, CatalogConfig)
+    capsys.readouterr()
+    assert check_main(config, CheckOptions(service_account=mounted), pod_env) == 0
+    as_pod = capsys.readouterr().out
+    assert f"ok    permissions: {wanted} of {wanted} granted to your own identity" in as_pod, as_pod
+    assert "ok    master-key: from the environment (LITELLM_MASTER_KEY)" in as_pod
+    assert installed.litellm.master_key not in as_pod
 
     as_json = json.loads(installed.run("-o", "json").stdout)
     assert as_json["result"] == "ok" and {f["severity"] for f in as_json["findings"]} == {"ok"}
