@@ -147,6 +147,15 @@ def test_all_green_with_the_deploy_roles(installed: Installed, capsys: pytest.Ca
     assert "ok    master-key: from the environment (LITELLM_MASTER_KEY)" in as_pod
     assert installed.litellm.master_key not in as_pod
 
+    # A kubeconfig whose user may not impersonate: said in the permissions line, with the way out.
+    sa_kubeconfig = installed.work / "sa.kubeconfig"
+    capsys.readouterr()
+    options = CheckOptions(kubeconfig=str(sa_kubeconfig), litellm_url=installed.litellm.base_url)
+    assert check_main(config, options, pod_env) == 2
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FAIL  permissions: ")]
+    assert f"you may not impersonate {controller_identity(installed.ns)}" in line
+    assert "pass --as= to check your own identity" in line
+
     as_json = json.loads(installed.run("-o", "json").stdout)
     assert as_json["result"] == "ok" and {f["severity"] for f in as_json["findings"]} == {"ok"}
 
