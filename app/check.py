@@ -174,8 +174,8 @@ async def check_crds(api: KubeApi) -> list[Finding]:
 
 
 # --- 3. permissions
-async def review(api: KubeApi, permission: rbac.Permission) -> tuple[bool, str]:
-    """(allowed, the authorizer's reason) for one permission, as the client's identity."""
+async def review(api: KubeApi, permission: rbac.Permission) -> bool:
+    """Whether the client's identity has one permission (a SelfSubjectAccessReview)."""
     attributes = {
         "namespace": permission.namespace,
         "verb": permission.verb,
@@ -197,27 +197,26 @@ async def review(api: KubeApi, permission: rbac.Permission) -> tuple[bool, str]:
         timeout=REQUEST_TIMEOUT_SECONDS,
     )
     status = answer.get("status")
-    status = status if isinstance(status, Mapping) else {}
-    return status.get("allowed") is True, str(status.get("reason") or status.get("evaluationError") or "")
+    return isinstance(status, Mapping) and status.get("allowed") is True
 
 
 async def check_permissions(api: KubeApi, settings: CheckSettings) -> list[Finding]:
-    who = settings.identity or "your own identity (the kubeconfig's)"
+    who = settings.identity or "your own identity"
     wanted = list(rbac.permissions(settings.names()))
-    answers: dict[int, tuple[bool, str] | KubeError] = {}
+    allowed: dict[int, bool] = {}
+    errors: list[KubeError] = []
     limiter = anyio.CapacityLimiter(REVIEWS_AT_ONCE)
 
     async def one(index: int, permission: rbac.Permission) -> None:
         async with limiter:
             try:
-                answers[index] = await review(api, permission)
+                allowed[index] = await review(api, permission)
             except KubeError as exc:
-                answers[index] = exc
+                errors.append(exc)
 
     async with anyio.create_task_group() as tg:
         for index, permission in enumerate(wanted):
             tg.start_soon(one, index, permission)
-    errors = [a for a in answers.values() if isinstance(a, KubeError)]
     if errors:
         error = errors[0]
         hint = ""
@@ -232,8 +231,7 @@ async def check_permissions(api: KubeApi, settings: CheckSettings) -> list[Findi
         ]
     findings = []
     for index, permission in enumerate(wanted):
-        allowed, _ = answers[index]  # type: ignore[misc]
-        if not allowed:
+        if not allowed[index]:
             role = permission.role
             findings.append(
                 Finding(
