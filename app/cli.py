@@ -12,6 +12,7 @@ import orjson
 from adapters.eventlog import DEFAULT_MAX_LINE_BYTES
 from app.terminal import one_line, terminal_safe
 from catalog_core.config import CatalogConfig, ConfigError
+from catalog_core.reasons import RouteState
 
 # Each command imports what only it needs when it runs (replay and explain bring tqdm, render YAML and
 # the planner, run the Kubernetes client and OpenTelemetry): a process pays in memory and start time
@@ -134,11 +135,25 @@ def parser() -> argparse.ArgumentParser:
 
     status_cmd = commands.add_parser(
         "status",
-        help="the live catalog at a glance: every routes.json record, the catalog hash and the leader",
-        description="Read ConfigMap/ai-model-catalog and the controller's Lease (get only; kubeconfig or "
-        "in-cluster) and print one row per routes.json record: model, source, state, reason, routes and "
-        "since when. Exit 0 when no item is in error or conflict, 1 when one is, 2 when the catalog "
-        "cannot be read.",
+        help="is the catalog published, and if not why: problems, every routes.json record, the leader",
+        description="Read ConfigMap/ai-model-catalog and the controller's Lease (get only) and print the "
+        "catalog hash, the leader, one line per problem that stops or limits publishing (catalog never "
+        "written, no leader, LiteLLM unreachable, a CRD not installed, a source forbidden or failing, a "
+        "watch reconnecting, the catalog too large), one row per routes.json record and why each one in "
+        "error or conflict is. With MODEL: whether that model is published, and why not. Exit 0 when "
+        "nothing stops publishing and no record shown is in error or conflict (each MODEL published), "
+        "1 otherwise, 2 when the catalog cannot be read.",
+    )
+    status_cmd.add_argument(
+        "model", nargs="*", metavar="MODEL", help="only this model (a model name or logical name)"
+    )
+    status_cmd.add_argument(
+        "--state",
+        action="append",
+        type=_states,
+        default=[],
+        metavar="STATE[,STATE]",
+        help=f"only records in these states ({', '.join(_STATES)})",
     )
     status_cmd.add_argument(
         "-o", "--output", choices=("wide", "json"), default="", help="wide: ids, api_base hosts, messages"
@@ -150,8 +165,39 @@ def parser() -> argparse.ArgumentParser:
         "--interval", type=_positive_seconds, default=2.0, metavar="SECONDS", help="for --watch (2)"
     )
     status_cmd.add_argument("-n", "--namespace", metavar="NS", help="the catalog's namespace [env NAMESPACE]")
-    status_cmd.add_argument("--kubeconfig", metavar="FILE", help="[env KUBECONFIG; else in-cluster]")
+    _cluster_flags(status_cmd)
     status_cmd.set_defaults(func=_status)
+
+    check_cmd = commands.add_parser(
+        "check",
+        help="are the controller's prerequisites in place: CRDs, permissions, master key, LiteLLM, catalog",
+        description="Check, read-only, what the controller needs: the API server; each CRD it reads and "
+        "the version served; every permission of docs/rbac.md granted to the controller's identity "
+        "(SelfSubjectAccessReview: one line per missing one, with the Role to add it to; outside a pod the "
+        "ServiceAccount system:serviceaccount:NAMESPACE:ai-model-catalog-controller is impersonated); the "
+        "LiteLLM master key (LITELLM_MASTER_KEY, else its Secret); LiteLLM reachable, its version, the key "
+        "accepted; the catalog ConfigMap writable (server-side dry run). Works before the first install. "
+        "Exit 0 when all is ok, 1 with warnings only, 2 with a failure.",
+    )
+    check_cmd.add_argument(
+        "-n", "--namespace", metavar="NS", help="the controller's namespace [env NAMESPACE]"
+    )
+    check_cmd.add_argument(
+        "--as",
+        dest="identity",
+        metavar="USER",
+        help="whose permissions to check (impersonated; empty: your own) [the controller's ServiceAccount; "
+        "in a pod, the pod's]",
+    )
+    check_cmd.add_argument(
+        "--litellm-url",
+        default="",
+        metavar="URL",
+        help="LiteLLM's admin API, e.g. through kubectl port-forward [env LITELLM_BASE_URL]",
+    )
+    check_cmd.add_argument("-o", "--output", choices=("json",), default="", help="json: the findings as JSON")
+    _cluster_flags(check_cmd)
+    check_cmd.set_defaults(func=_check)
 
     replay_cmd = commands.add_parser(
         "replay",
@@ -242,6 +288,28 @@ def _get(args: argparse.Namespace) -> int:
     return local_get.main(args.path, args.port, args.timeout)
 
 
+def _cluster_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="[else as kubectl: the files of KUBECONFIG, ~/.kube/config, the pod's ServiceAccount]",
+    )
+    command.add_argument(
+        "--context", default="", metavar="NAME", help="a kubeconfig context (its current one)"
+    )
+
+
+_STATES = tuple(state.value for state in RouteState)
+
+
+def _states(text: str) -> frozenset[str]:
+    states = frozenset(s.strip() for s in text.split(",") if s.strip())
+    unknown = sorted(states - set(_STATES))
+    if unknown or not states:
+        raise argparse.ArgumentTypeError(f"{text!r}: states are {', '.join(_STATES)}")
+    return states
+
+
 def _max_line_bytes(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--max-line-bytes",
@@ -293,8 +361,34 @@ def _status(args: argparse.Namespace) -> int:
     if args.namespace:
         lease_ns = os.environ.get("CATALOG_LEASE_NAMESPACE") or args.namespace
         target = status.Target(args.namespace, target.configmap, lease_ns, target.lease_name)
-    options = status.Options(output=args.output, watch=args.watch, interval=args.interval)
-    return status.main(args.kubeconfig or os.environ.get("KUBECONFIG", ""), target, options)
+    options = status.Options(
+        output=args.output,
+        watch=args.watch,
+        interval=args.interval,
+        models=tuple(args.model),
+        states=frozenset().union(*args.state),
+    )
+    return status.main(args.kubeconfig or "", args.context, target, options)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from app import check
+
+    env = dict(os.environ)
+    if args.namespace:
+        env["NAMESPACE"] = args.namespace
+    config = CatalogConfig.from_env(env)
+    if isinstance(config, ConfigError):
+        _fail(f"invalid configuration: {config}")
+    assert isinstance(config, CatalogConfig)
+    options = check.Options(
+        kubeconfig=args.kubeconfig or "",
+        context=args.context,
+        identity=args.identity,
+        litellm_url=args.litellm_url,
+        as_json=args.output == "json",
+    )
+    return check.main(config, options, env)
 
 
 def _replay(args: argparse.Namespace) -> int:

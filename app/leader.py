@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -24,6 +24,7 @@ from app.kube_client import k8s_client as client
 log = logging.getLogger("model_catalog.leader")
 
 OnChange = Callable[[bool], Awaitable[None]]
+Annotations = Callable[[], Mapping[str, str]]
 
 
 @attrs.frozen
@@ -48,9 +49,13 @@ class LeaderElector:
         config: LeaseConfig,
         on_change: OnChange,
         clock: Callable[[], float] = time.monotonic,
+        annotations: Annotations | None = None,
     ) -> None:
         # ``clock``: this replica's own monotonic seconds, the only clock expiry is judged by (a test's fake)
         self._clock = clock
+        # What the holder writes on the Lease with each renewal (the health report model-catalog status
+        # reads); other annotations on the Lease are kept.
+        self._annotations = annotations
         self._api = client.CoordinationV1Api(api_client)
         self._config = config
         self._on_change = on_change
@@ -102,9 +107,23 @@ class LeaderElector:
             else 0,
         )
         meta = client.V1ObjectMeta(name=self._config.name, namespace=self._config.namespace)
+        annotations: dict[str, str] = {}
         if lease is not None:
             meta.resource_version = lease.metadata.resource_version
+            annotations.update(lease.metadata.annotations or {})
+        if self._annotations is not None:
+            annotations.update(self._report())
+        if annotations:
+            meta.annotations = annotations
         return client.V1Lease(metadata=meta, spec=spec)
+
+    def _report(self) -> Mapping[str, str]:
+        assert self._annotations is not None
+        try:
+            return self._annotations()
+        except Exception:  # a broken report must not cost the Lease: renew without it
+            log.exception("lease: the health report failed; renewing without it")
+            return {}
 
     async def _try_acquire(self) -> None:
         try:

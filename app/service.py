@@ -24,6 +24,7 @@ import anyio
 
 from adapters.telemetry import Telemetry
 from app.catalog_size import CatalogSize
+from app.health import HealthReport
 from app.http import ProbeServer, Request, debug_allowed
 from app.kube_client import k8s_client, load_api_client
 from app.leader import LeaderElector
@@ -79,10 +80,17 @@ class Service:
         )
         self.loop = self.catalog.loop
         self.elector: LeaderElector | None = None
+        # What stops or limits publishing, on the Lease for model-catalog status (contracts/controller_status)
+        self.health = HealthReport(lambda: self.loop.state, self.catalog.kube.stats.stale)
         lease = settings.lease()
         if lease is not None:
             # Its own client (connection pool): no number of watches or writes can starve the renewal.
-            self.elector = LeaderElector(lease_client or api_client, lease, self.catalog.set_leading)
+            self.elector = LeaderElector(
+                lease_client or api_client,
+                lease,
+                self.catalog.set_leading,
+                annotations=self.health.annotations,
+            )
         self.http = ProbeServer(
             settings.http_host,
             settings.http_port,

@@ -1,9 +1,14 @@
 """What ``model-catalog status`` shows: the live catalog ConfigMap and the Lease, read into plain values.
 
 Only two objects are read (``get`` each): ``ConfigMap/<CATALOG_CONFIGMAP>`` (its ``routes.json``,
-``catalog.json``, hash and last-sync annotation) and the controller's Lease. Both come from people and
-programs we do not control, so every field is checked and anything unexpected becomes a note, never an
-exception.
+``catalog.json``, hash and last-sync annotation) and the controller's Lease (who leads, and the leader's
+health report: ``contracts/controller_status.py``). Both come from people and programs we do not control,
+so every field is checked and anything unexpected becomes a note or a problem, never an exception.
+
+``problems`` lists every condition that stops or limits publishing: the catalog never written, no leader,
+a Lease that cannot be read or carries no report, and each condition the leader reports (LiteLLM
+unreachable, a CRD not installed, a source forbidden or failing, a watch reconnecting, the catalog too
+large). Any problem, like any item in error or conflict, makes ``status`` exit 1.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
+
+from catalog_core.conditions import CONSEQUENCE, ConditionType
+from contracts.controller_status import ReportedCondition, ReportUnreadableError, decode
 
 HASH_KEY = "AI_APPLIANCE_MODEL_CATALOG_HASH"
 READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
@@ -38,6 +46,10 @@ class Item:
     # The state has held at least since then (a catalog write); None: the catalog says no time.
     since: dt.datetime | None
     since_exact: bool  # True when a watch saw the change happen (then ``since`` is that catalog's write)
+    serving_last_good: bool = False  # its input is wrong now; LiteLLM keeps its last good route
+    warnings: tuple[str, ...] = ()  # "field: message" of each optional field that was dropped
+    # The record's other keys, as compact JSON (a newer controller's fields are shown, not lost).
+    extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def failing(self) -> bool:
@@ -59,6 +71,8 @@ class Item:
             "apiBaseHost": self.api_base_host,
             "since": _iso(self.since),
             "sinceExact": self.since_exact,
+            "servingLastGood": self.serving_last_good,
+            "warnings": list(self.warnings),
         }
 
 
@@ -68,11 +82,62 @@ class Leader:
     renewed: dt.datetime | None
     duration_seconds: float | None
     problem: str = ""  # why the Lease could not be read ("" when it was)
+    exists: bool = True  # False: there is no Lease at all
+    report: tuple[ReportedCondition, ...] | None = None  # the holder's health report; None: none
+    report_problem: str = ""  # why the report on the Lease could not be read
 
     def expired(self, now: dt.datetime) -> bool:
         if self.renewed is None or self.duration_seconds is None:
             return False
         return (now - self.renewed).total_seconds() > self.duration_seconds
+
+    def leads(self, now: dt.datetime) -> bool:
+        return bool(self.holder) and not self.problem and not self.expired(now)
+
+
+# Problems seen by status itself (the leader reports the others, ConditionType).
+CATALOG_NOT_WRITTEN = "CatalogNotWritten"
+NO_LEADER = "NoLeader"
+LEASE_UNREADABLE = "LeaseUnreadable"
+NO_HEALTH_REPORT = "NoHealthReport"
+_STATUS_CONSEQUENCE = {
+    CATALOG_NOT_WRITTEN: "consumers that wait for AI_APPLIANCE_MODEL_CATALOG_READY=true do not start",
+    NO_LEADER: (
+        "nothing writes LiteLLM rows, the catalog, AgentTemplates or rollouts; what is published stays as "
+        "it is"
+    ),
+    LEASE_UNREADABLE: "who leads, and what the leader reports, is unknown",
+    NO_HEALTH_REPORT: "whether LiteLLM and every source can be read is unknown",
+}
+
+
+@attrs.frozen
+class Problem:
+    """A condition that stops or limits publishing."""
+
+    type: str
+    subject: str
+    message: str
+    since: dt.datetime | None = None
+
+    @property
+    def consequence(self) -> str:
+        """What it means for publishing ("" for a type this version does not know)."""
+        if self.type in _STATUS_CONSEQUENCE:
+            return _STATUS_CONSEQUENCE[self.type]
+        try:
+            return CONSEQUENCE[ConditionType(self.type)]
+        except ValueError:
+            return ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "subject": self.subject,
+            "message": self.message,
+            "since": _iso(self.since),
+            "consequence": self.consequence,
+        }
 
 
 @attrs.frozen
@@ -85,19 +150,78 @@ class Status:
     items: tuple[Item, ...]
     notes: tuple[str, ...] = ()
 
+    # Where the two objects are, for the problems' subjects: "<namespace>/<name>".
+    configmap_ref: str = "ai/ai-model-catalog"
+    lease_ref: str = "ai/ai-model-catalog-controller"
+
     @property
     def failing(self) -> tuple[Item, ...]:
         return tuple(item for item in self.items if item.failing)
 
-    def same_view(self, other: Status) -> bool:
-        """Nothing a reader would see has changed (the Lease's renewals alone do not count)."""
+    def problems(self, now: dt.datetime) -> tuple[Problem, ...]:
+        """What stops or limits publishing, as of ``now`` (a Lease's expiry depends on it)."""
+        out: list[Problem] = []
+        if not self.ready:
+            out.append(
+                Problem(
+                    CATALOG_NOT_WRITTEN,
+                    self.configmap_ref,
+                    f"the catalog is the bootstrap placeholder (hash {self.catalog_hash or '?'}, "
+                    f"{READY_KEY}=false): no controller has written it yet",
+                )
+            )
+        leader = self.leader
+        if leader.problem:
+            out.append(Problem(LEASE_UNREADABLE, self.lease_ref, leader.problem))
+        elif not leader.exists:
+            out.append(
+                Problem(
+                    NO_LEADER,
+                    self.lease_ref,
+                    "no Lease: no replica has led yet (is the controller running, with leader election on?)",
+                )
+            )
+        elif not leader.holder:
+            out.append(Problem(NO_LEADER, self.lease_ref, "nobody holds the Lease (released)"))
+        elif leader.expired(now):
+            out.append(
+                Problem(
+                    NO_LEADER,
+                    self.lease_ref,
+                    f"{leader.holder}'s lease expired: it has not renewed for over "
+                    f"{leader.duration_seconds:g}s",
+                    leader.renewed,
+                )
+            )
+        elif leader.report_problem:
+            out.append(Problem(NO_HEALTH_REPORT, self.lease_ref, leader.report_problem))
+        elif leader.report is None:
+            out.append(
+                Problem(
+                    NO_HEALTH_REPORT,
+                    self.lease_ref,
+                    f"the leader {leader.holder} publishes no health report (a controller older than this "
+                    "command?)",
+                )
+            )
+        else:
+            out += [Problem(c.type, c.subject, c.message, parse_time(c.since)) for c in leader.report]
+        return tuple(out)
+
+    def same_view(self, other: Status, now: dt.datetime) -> bool:
+        """Nothing a reader would see has changed (the Lease's renewals alone do not count; its expiry
+        does)."""
+
+        def problems(status: Status) -> list[tuple[str, str, str]]:
+            return [(p.type, p.subject, p.message) for p in status.problems(now)]
+
         return (
             self.resource_version == other.resource_version
             and self.leader.holder == other.leader.holder
-            and self.leader.problem == other.leader.problem
+            and problems(self) == problems(other)
         )
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, now: dt.datetime) -> dict[str, Any]:
         return {
             "catalogHash": self.catalog_hash,
             "ready": self.ready,
@@ -108,6 +232,7 @@ class Status:
                 "leaseDurationSeconds": self.leader.duration_seconds,
                 **({"problem": self.leader.problem} if self.leader.problem else {}),
             },
+            "problems": [problem.as_json() for problem in self.problems(now)],
             "items": [item.as_json() for item in self.items],
             "notes": list(self.notes),
         }
@@ -133,15 +258,30 @@ def leader_from_lease(lease: Mapping[str, Any]) -> Leader:
     spec = spec if isinstance(spec, Mapping) else {}
     holder = spec.get("holderIdentity")
     duration = spec.get("leaseDurationSeconds")
+    meta = lease.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    report: tuple[ReportedCondition, ...] | None = None
+    report_problem = ""
+    try:
+        report = decode(annotations if isinstance(annotations, Mapping) else {})
+    except ReportUnreadableError as exc:
+        report_problem = str(exc)
     return Leader(
         holder=holder if isinstance(holder, str) else "",
         renewed=parse_time(spec.get("renewTime")),
         duration_seconds=float(duration) if type(duration) is int else None,
+        report=report,
+        report_problem=report_problem,
     )
 
 
 def status_from_configmap(
-    configmap: Mapping[str, Any], leader: Leader, previous: Status | None = None
+    configmap: Mapping[str, Any],
+    leader: Leader,
+    previous: Status | None = None,
+    *,
+    configmap_ref: str = "ai/ai-model-catalog",
+    lease_ref: str = "ai/ai-model-catalog-controller",
 ) -> Status:
     """The view of one read. ``previous`` (the last view of a watch) makes ``since`` exact for items
     whose state or reason changed between the two catalogs."""
@@ -179,6 +319,8 @@ def status_from_configmap(
         leader=leader,
         items=tuple(items),
         notes=tuple(notes),
+        configmap_ref=configmap_ref,
+        lease_ref=lease_ref,
     )
 
 
@@ -227,6 +369,7 @@ def _item(
     )
     litellm = entry.get("litellm")
     api_base = litellm.get("apiBase") if isinstance(litellm, Mapping) else None
+    warnings = record.get("warnings")
     return Item(
         source=_text(record, "source"),
         name=_text(record, "name"),
@@ -239,7 +382,23 @@ def _item(
         api_base_host=_host(api_base),
         since=written,
         since_exact=False,
+        serving_last_good=record.get("servingLastGood") is True,
+        warnings=tuple(
+            f"{_text(w, 'field')}: {_text(w, 'message') or _text(w, 'reason')}"
+            for w in (warnings if isinstance(warnings, list) else [])
+            if isinstance(w, Mapping)
+        ),
+        extra=tuple(
+            (key, json.dumps(value, sort_keys=True, separators=(",", ":")))
+            for key, value in sorted(record.items())
+            if key not in _RECORD_KEYS
+        ),
     )
+
+
+_RECORD_KEYS = frozenset(
+    {"source", "name", "logicalName", "state", "reason", "message", "id", "servingLastGood", "warnings"}
+)
 
 
 def _host(url: Any) -> str:

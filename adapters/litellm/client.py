@@ -108,7 +108,8 @@ def parse_body(content: bytes) -> Any:
 
 
 class LiteLLMClient:
-    """``info``, ``new``, ``patch_update``, ``update`` (the old merge endpoint) and ``delete``.
+    """``info``, ``new``, ``patch_update``, ``update`` (the old merge endpoint), ``delete``, and
+    ``readiness`` for ``model-catalog check``.
 
     Every call passes the timeout explicitly. ``transport`` lets tests plug in the fake
     (``httpx.MockTransport(fake.handle)``).
@@ -156,6 +157,11 @@ class LiteLLMClient:
     async def info(self, *, parse: Callable[[bytes], Any] | None = None) -> Answer:
         """``parse``: reads the body instead of ``parse_body`` (the observer pauses the collector)."""
         return await self._call("GET", "/model/info", parse=parse)
+
+    async def readiness(self, *, details: bool = False) -> Answer:
+        """``GET /health/readiness`` (public), or ``/health/readiness/details`` (authenticated: where newer
+        releases moved ``litellm_version``)."""
+        return await self._call("GET", "/health/readiness/details" if details else "/health/readiness")
 
     async def new(self, body: Mapping[str, Any]) -> Answer:
         return await self._call("POST", "/model/new", body)

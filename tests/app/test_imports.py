@@ -89,11 +89,15 @@ def test_offline_commands_never_load_the_controller_libraries(
         assert not under(modules, package), f"{argv[0]} loaded {under(modules, package)[:5]}"
 
 
-def test_status_loads_the_kubernetes_client_but_not_the_controller(tmp_path: Path) -> None:
-    modules = loaded(tmp_path, ["status", "--kubeconfig", str(tmp_path / "missing-kubeconfig")])
+@pytest.mark.parametrize("command", ["status", "check"])
+def test_status_and_check_load_the_kubernetes_client_but_not_the_controller(
+    tmp_path: Path, command: str
+) -> None:
+    modules = loaded(tmp_path, [command, "--kubeconfig", str(tmp_path / "missing-kubeconfig")])
     assert "kubernetes_asyncio.config" in modules
+    assert f"app.{command}" in modules
     for package in ("opentelemetry", "app.service", "app.loop", "tqdm", "contracts.eventlog"):
-        assert not under(modules, package), f"status loaded {under(modules, package)[:5]}"
+        assert not under(modules, package), f"{command} loaded {under(modules, package)[:5]}"
 
 
 def test_run_loads_neither_the_event_log_nor_tracing_nor_the_progress_bar(tmp_path: Path) -> None:

@@ -94,3 +94,39 @@ async def test_a_leader_that_cannot_renew_within_the_renew_deadline_steps_down()
         await unreachable.close()
     assert not elector.leading and changes.seen == [False]
     assert 10.0 <= clock.now <= 14.0  # gave up once the deadline passed on its own clock, not later
+
+
+async def test_the_holder_writes_its_health_report_on_each_renewal_and_keeps_other_annotations(
+    kube_peer: KubePeer, kube_client: Any
+) -> None:
+    ns = await create_namespace(kube_client)
+    reports = iter(
+        [{"ai-appliance.io/controller-status": "first"}, {"ai-appliance.io/controller-status": "2nd"}]
+    )
+    config = LeaseConfig("lease-under-test", ns, "replica-a", duration=15.0, renew_deadline=10.0)
+    elector = LeaderElector(
+        kube_client, config, Changes(), clock=FakeClock(), annotations=lambda: next(reports)
+    )
+    leases = client.CoordinationV1Api(kube_client)
+
+    await elector._try_acquire()  # created with the report
+    lease = await leases.read_namespaced_lease("lease-under-test", ns)
+    assert lease.metadata.annotations == {"ai-appliance.io/controller-status": "first"}
+    lease.metadata.annotations["example.com/owner"] = "someone"  # another tool's annotation
+    await leases.replace_namespaced_lease("lease-under-test", ns, lease)
+
+    await elector._renew_or_step_down()
+    lease = await leases.read_namespaced_lease("lease-under-test", ns)
+    assert lease.metadata.annotations == {
+        "ai-appliance.io/controller-status": "2nd",
+        "example.com/owner": "someone",
+    }
+
+    def broken() -> dict[str, str]:
+        raise RuntimeError("a bug in the report")
+
+    elector._annotations = broken
+    await elector._renew_or_step_down()  # the Lease is renewed without a new report, not lost
+    assert elector.leading
+    lease = await leases.read_namespaced_lease("lease-under-test", ns)
+    assert lease.spec.holder_identity == "replica-a"

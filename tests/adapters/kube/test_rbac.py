@@ -1,10 +1,10 @@
-"""docs/rbac.md is exact: a ServiceAccount granted just that table runs every source and executor."""
+"""contracts/rbac.GRANTS is exact: a ServiceAccount granted just those runs every source and executor.
+
+The same declaration is docs/rbac.md's table and what deploy/'s Roles grant
+(tests/deploy/test_rbac_declaration.py), and what ``model-catalog check`` asks for."""
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,37 +26,11 @@ from catalog_core.commands import (
 from catalog_core.config import CatalogConfig
 from catalog_core.events import CommandCompleted, Outcome, SourceKind, SourceListed, SourceUnavailable
 from catalog_core.jsonval import Json
+from contracts import rbac
 from tests.adapters.kube.helpers import FAST, listed, running
-from tests.fixtures.kube_peer import REPO, KubePeer, create_namespace, install_crds, new_api_client
+from tests.fixtures.kube_peer import KubePeer, create_namespace, install_crds, new_api_client
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio]
-
-DOC = REPO / "docs" / "rbac.md"
-
-
-def _cells(text: str) -> list[str]:
-    return re.findall(r"`([^`]*)`", text)
-
-
-def rbac_rules(doc: Path, namespaces: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
-    """The table of docs/rbac.md as RBAC rules, by namespace."""
-    lines = doc.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if "rbac-table" in line) + 3  # marker, header, separator
-    rules: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        _, namespace, group, resources, names, verbs = (c.strip() for c in line.strip("|").split("|"))
-        group_name = _cells(group)[0]
-        rule: dict[str, Any] = {
-            "apiGroups": ["" if group_name == '""' else group_name],
-            "resources": _cells(resources),
-            "verbs": _cells(verbs),
-        }
-        if _cells(names):
-            rule["resourceNames"] = _cells(names)
-        rules[namespaces[_cells(namespace)[0]]].append(rule)
-    return rules
 
 
 async def _service_account_token(api: KubeApi, ns: str, name: str) -> str:
@@ -94,14 +68,23 @@ async def test_the_documented_rules_are_enough_and_nothing_more_is_readable(
     ns, appliance_ns = await create_namespace(kube_client), await create_namespace(kube_client, "mcsys")
     config = CatalogConfig(namespace=ns, appliance_namespace=appliance_ns)
     admin = KubeApi(kube_client)
-    rbac = client.RbacAuthorizationV1Api(kube_client)
-    rules = rbac_rules(DOC, {"NAMESPACE": ns, "APPLIANCE_NAMESPACE": appliance_ns})
+    rbac_api = client.RbacAuthorizationV1Api(kube_client)
+    rules = rbac.role_rules(
+        {
+            rbac.NAMESPACE: ns,
+            rbac.APPLIANCE_NAMESPACE: appliance_ns,
+            rbac.LEASE_NAMESPACE: ns,
+            "EXTERNAL_MODELS_CONFIGMAP": config.external_models_configmap,
+            "CATALOG_CONFIGMAP": config.catalog_configmap,
+            "CATALOG_LEASE_NAME": "ai-model-catalog-controller",
+        }
+    )
     assert set(rules) == {ns, appliance_ns}
     for namespace, namespace_rules in rules.items():
-        await rbac.create_namespaced_role(
+        await rbac_api.create_namespaced_role(
             namespace, {"metadata": {"name": "model-catalog"}, "rules": namespace_rules}
         )
-        await rbac.create_namespaced_role_binding(
+        await rbac_api.create_namespaced_role_binding(
             namespace,
             {
                 "metadata": {"name": "model-catalog"},

@@ -1,0 +1,88 @@
+"""One declaration of the controller's permissions (``contracts/rbac.GRANTS``): the Roles in ``deploy/``
+grant exactly it, and the table of ``docs/rbac.md`` is it. ``model-catalog check`` asks for each of its
+permissions, and tests/adapters/kube/test_rbac.py runs every adapter with exactly it, so a verb added in
+one place and forgotten in another fails here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contracts import rbac
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULTS = {
+    rbac.NAMESPACE: "ai",
+    rbac.APPLIANCE_NAMESPACE: "ai-system",
+    rbac.LEASE_NAMESPACE: "ai",
+    "EXTERNAL_MODELS_CONFIGMAP": "ai-external-models",
+    "CATALOG_CONFIGMAP": "ai-model-catalog",
+    "CATALOG_LEASE_NAME": "ai-model-catalog-controller",
+}
+
+Access = tuple[str, str, str, str, str]  # namespace, group, resource, name ("" for any), verb
+
+
+def granted_by_rules(namespace: str, rules: Sequence[Mapping[str, Any]]) -> set[Access]:
+    out = set()
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for name in rule.get("resourceNames") or [""]:
+                    for verb in rule["verbs"]:
+                        out.add((namespace, group, resource, name, verb))
+    return out
+
+
+def declared() -> set[Access]:
+    return {
+        (
+            p.namespace,
+            p.group,
+            f"{p.resource}/{p.subresource}" if p.subresource else p.resource,
+            p.name,
+            p.verb,
+        )
+        for p in rbac.permissions(DEFAULTS)
+    }
+
+
+def test_the_deploy_roles_grant_exactly_the_declaration_to_the_controllers_service_account() -> None:
+    granted: set[Access] = set()
+    files = sorted({role.file for role in rbac.ROLES.values()})
+    for file in files:
+        docs = [d for d in yaml.safe_load_all((REPO / file).read_text()) if d]
+        roles = [d for d in docs if d["kind"] == "Role"]
+        bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+        assert len(roles) == 1 and len(bindings) == 1, file
+        role, binding = roles[0], bindings[0]
+        namespace = role["metadata"]["namespace"]
+        expected = {ref.name for key, ref in rbac.ROLES.items() if ref.file == file}
+        assert {role["metadata"]["name"]} == expected, file
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": rbac.SERVICE_ACCOUNT, "namespace": DEFAULTS[rbac.NAMESPACE]}
+        ]
+        granted |= granted_by_rules(namespace, role["rules"])
+    assert granted == declared()
+    for key, ref in rbac.ROLES.items():  # the Role named for a namespace is the one in that namespace
+        namespace = DEFAULTS[key]
+        docs = [d for d in yaml.safe_load_all((REPO / ref.file).read_text()) if d and d["kind"] == "Role"]
+        assert docs[0]["metadata"]["namespace"] == namespace
+
+
+def test_role_rules_grant_what_the_permissions_ask() -> None:
+    granted = set()
+    for namespace, rules in rbac.role_rules(DEFAULTS).items():
+        granted |= granted_by_rules(namespace, rules)
+    assert granted == declared()
+
+
+def test_the_docs_table_is_the_declaration() -> None:
+    lines = (REPO / "docs" / "rbac.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "rbac-table" in line) + 3  # marker, header, separator
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    assert lines[start:end] == rbac.table_rows(DEFAULTS)
