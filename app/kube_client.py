@@ -8,6 +8,7 @@ uses).
 
 from __future__ import annotations
 
+from adapters.identity import USER_AGENT
 from app.lazy_kubernetes import defer_generated_client
 
 defer_generated_client()
@@ -17,7 +18,7 @@ from kubernetes_asyncio import client as k8s_client  # noqa: E402
 from kubernetes_asyncio import config as k8s_config  # noqa: E402
 from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
 
-__all__ = ["ApiException", "ClusterConfigError", "k8s_client", "k8s_config", "load_api_client"]
+__all__ = ["ApiException", "ClusterConfigError", "identified", "k8s_client", "k8s_config", "load_api_client"]
 
 
 class ClusterConfigError(Exception):
@@ -36,4 +37,10 @@ async def load_api_client(kubeconfig: str, *, connections: int | None = None) ->
         raise ClusterConfigError(str(exc) or type(exc).__name__) from None
     if connections is not None:
         configuration.connection_pool_maxsize = connections
-    return k8s_client.ApiClient(configuration)
+    return identified(k8s_client.ApiClient(configuration))
+
+
+def identified(api_client: k8s_client.ApiClient) -> k8s_client.ApiClient:
+    """``api_client`` with our User-Agent on every request (for a client we made; a host's keeps its own)."""
+    api_client.user_agent = USER_AGENT
+    return api_client

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from adapters.backoff import KeyedBackoff
+from adapters.identity import NAME
 from adapters.kube.api import MERGE_PATCH, KubeApi, KubeError, collection_path, metadata, object_path
 from adapters.kube.settings import ERRORS_TOTAL, FORBIDDEN_TOTAL, KubeStats
 from catalog_core.commands import (
@@ -41,7 +42,7 @@ from contracts.kinds import RESOURCES, Resource
 
 log = logging.getLogger("model_catalog.kube.writers")
 
-COMPONENT = "model-catalog"
+COMPONENT = NAME  # an Event's source and reporting component
 FORBIDDEN_REASON = "Forbidden"
 CONFLICT_ATTEMPTS = 4  # read-modify-write attempts before a conflict becomes a retry outcome
 
