@@ -32,12 +32,19 @@ _PEER = OwnKubePeer(
 )
 
 
+_KICKED: list[bool] = []
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m deselected what will not run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if any(FIXTURE in getattr(item, "fixturenames", ()) for item in items):
+        _KICKED.append(True)
         _PEER.kick()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _KICKED:
+        _PEER.wait()  # a start still under way would otherwise write into a ROOT being deleted
     _PEER.destroy()
     shutil.rmtree(_AUDIT_DIR, ignore_errors=True)
 
