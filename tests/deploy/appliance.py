@@ -211,8 +211,8 @@ class Appliance:
         controller = Controller(name, self.controller_env(url), self.workdir).start()
         try:
             if litellm is not None:  # ready means LiteLLM was read: never, while it is unreachable
-                controller.wait_ready()
-            wait_for(controller.leading, 60, what=f"{name} to lead")
+                controller.wait_ready(120)
+            wait_for(controller.leading, 120, what=f"{name} to lead")
             yield controller
         finally:
             controller.stop()
@@ -225,7 +225,8 @@ class Appliance:
             ids = {m["id"] for m in json.loads(data["catalog.json"])["models"]}
             return data if set(names) <= ids else None
 
-        result: dict[str, str] = wait_for(published, 60, what=f"a written catalog with {list(names)}")
+        # a bound only, wide for a loaded machine
+        result: dict[str, str] = wait_for(published, 120, what=f"a written catalog with {list(names)}")
         return result
 
 

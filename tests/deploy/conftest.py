@@ -3,7 +3,7 @@ and an audit log (every request's user and User-Agent, as the API server saw the
 
 The README's commands are run exactly as written, so they install into ``ai``: a server no other test uses
 keeps them from meeting the end-to-end test's objects there. It starts in the background as soon as
-collection shows a test that needs it (~6 s, overlapping the other tests) and stops at the session's end.
+collection shows a test that needs it (~6 s, overlapping the other tests) and stops after this package.
 """
 
 from __future__ import annotations
@@ -49,10 +49,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_AUDIT_DIR, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def appliance_peer() -> Iterator[OwnKubePeer]:
+    """Stopped after the last test of this package, so its memory and CPU are back for the rest of a run."""
     peer = _PEER.wait()
     if isinstance(peer, str):
         skip_or_fail(peer)
         raise AssertionError("unreachable")
     yield peer
+    _PEER.destroy()

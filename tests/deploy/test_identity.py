@@ -37,6 +37,15 @@ def _owned(appliance: Appliance, kind: str, name: str, ns: str = NS) -> list[str
     return sorted({m["manager"] for m in managed} - {"kubectl-client-side-apply", "kubectl"})
 
 
+def _external(models: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": EXTERNAL, "namespace": NS},
+        "data": {"models.json": json.dumps({"models": models})},
+    }
+
+
 def _owner(kind: str, name: str, uid: str) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": True}
 
@@ -130,14 +139,10 @@ def test_every_object_the_controller_writes_names_our_field_manager_and_every_re
     since = AUDIT_LOG.stat().st_size if AUDIT_LOG.exists() else 0
     for command in readme_commands("### In a cluster"):
         appliance.run_applied(command)
+    models = [*appliance.user_models()["models"], BROKEN]
     appliance.apply(
         appliance.provider_secret(),
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": EXTERNAL, "namespace": NS},
-            "data": {"models.json": json.dumps({"models": [*appliance.user_models()["models"], BROKEN]})},
-        },
+        _external(models),
         {
             "apiVersion": "kubeopencode.io/v1alpha1",
             "kind": "AgentTemplate",
@@ -150,6 +155,10 @@ def test_every_object_the_controller_writes_names_our_field_manager_and_every_re
     try:
         with appliance.controller("replica-a", served):
             appliance.wait_catalog_with(["team-gpt"])
+            # A pod that was there before the first catalog may have started on it (the controller cannot
+            # tell), so a change of the catalog is what surely rolls the consumers.
+            appliance.apply(_external([*models, {**models[0], "name": "team-gpt-mini"}]))
+            catalog = appliance.wait_catalog_with(["team-gpt", "team-gpt-mini"])
 
             def patched() -> bool:
                 template = appliance.get("agenttemplate", "litellm-default")
@@ -157,7 +166,8 @@ def test_every_object_the_controller_writes_names_our_field_manager_and_every_re
 
             def rolled() -> bool:
                 template = appliance.get("deployment", "openclaw")["spec"]["template"]["metadata"]
-                return "ai-appliance.io/catalog-hash" in template.get("annotations", {})
+                current = catalog["AI_APPLIANCE_MODEL_CATALOG_HASH"]
+                return template.get("annotations", {}).get("ai-appliance.io/catalog-hash") == current
 
             def evicted() -> bool:
                 return appliance.run(f"kubectl get pod loose-consumer -n {NS}").returncode != 0
@@ -166,10 +176,11 @@ def test_every_object_the_controller_writes_names_our_field_manager_and_every_re
                 items = json.loads(appliance.kubectl("get", "events", "-n", NS, "-o", "json"))["items"]
                 return [e for e in items if e["involvedObject"]["name"] == EXTERNAL]
 
-            wait_for(patched, 30, what="the AgentTemplate patched")
-            wait_for(rolled, 30, what="the consumer Deployment rolled")
-            wait_for(evicted, 30, what="the loose consumer pod evicted")
-            (event, *_) = wait_for(warned, 30, what="a Warning Event on ai-external-models")
+            # bounds only (each returns as soon as it holds), wide for a loaded machine
+            wait_for(patched, 120, what="the AgentTemplate patched")
+            wait_for(rolled, 120, what="the consumer Deployment rolled")
+            wait_for(evicted, 120, what="the loose consumer pod evicted")
+            (event, *_) = wait_for(warned, 120, what="a Warning Event on ai-external-models")
 
             assert _owned(appliance, "configmap", CATALOG) == [FIELD_MANAGER]
             assert _owned(appliance, "agenttemplate", "litellm-default") == [FIELD_MANAGER]

@@ -174,7 +174,7 @@ def test_the_upgrade_command_again_changes_neither_the_users_models_nor_the_writ
 
 
 @pytest.mark.kube
-def test_the_controller_creates_the_missing_placeholder_and_never_writes_over_a_catalog(
+def test_the_controller_creates_the_missing_placeholder_then_writes_the_catalog_over_it(
     appliance: Appliance,
 ) -> None:
     """Installed with kubectl there is no placeholder: the controller creates it while it cannot write a
@@ -183,7 +183,7 @@ def test_the_controller_creates_the_missing_placeholder_and_never_writes_over_a_
         appliance.run_applied(command)
     with appliance.controller("replica-a", None) as controller:
         get = f"kubectl get configmap {CATALOG} -n {NS}"
-        assert wait_for(lambda: appliance.run(get).returncode == 0, 30, what="the placeholder")
+        assert wait_for(lambda: appliance.run(get).returncode == 0, 120, what="the placeholder")
         config = CatalogConfig.from_env(controller.env)
         assert isinstance(config, CatalogConfig)
         assert appliance.catalog() == bootstrap_data(config), "the placeholder deploy/ ships for Flux"
@@ -193,7 +193,7 @@ def test_the_controller_creates_the_missing_placeholder_and_never_writes_over_a_
     try:
         with appliance.controller("replica-b", served):
             written = wait_for(
-                lambda: appliance.catalog().get("AI_APPLIANCE_MODEL_CATALOG_READY") == "true", 60
+                lambda: appliance.catalog().get("AI_APPLIANCE_MODEL_CATALOG_READY") == "true", 120
             )
             assert written
     finally:
