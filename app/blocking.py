@@ -32,7 +32,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from app.http import Handler, ProbeServer, Request
-from app.kube_client import k8s_client, k8s_config
+from app.kube_client import identified, k8s_client, k8s_config
 from app.leader import LeaderElector, LeaseConfig
 from app.library import CatalogView, ModelCatalog
 from catalog_core.config import CatalogConfig
@@ -200,7 +200,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
     # --- the catalog's thread
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         configuration = await self._load_configuration()
-        async with k8s_client.ApiClient(configuration) as api_client:
+        async with identified(k8s_client.ApiClient(configuration)) as api_client:
             catalog = ModelCatalog(
                 self._config,
                 api_client,
@@ -244,7 +244,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
     async def _elect(configuration: Any, catalog: ModelCatalog, lease: LeaseConfig) -> None:
         lease_configuration = copy.deepcopy(configuration)
         lease_configuration.connection_pool_maxsize = LEASE_CONNECTIONS
-        async with k8s_client.ApiClient(lease_configuration) as lease_client:
+        async with identified(k8s_client.ApiClient(lease_configuration)) as lease_client:
             await LeaderElector(lease_client, lease, catalog.set_leading).run()
 
     # --- plumbing

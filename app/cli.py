@@ -118,7 +118,7 @@ def parser() -> argparse.ArgumentParser:
         help="print the bootstrap ai-model-catalog ConfigMap (every key, empty values) for this environment",
         description="Print, as YAML, the ConfigMap that lets consumers start before the first catalog is "
         "written: every data key of the catalog with empty values (READY false, hash bootstrap). "
-        "deploy/configmap-ai-model-catalog.yaml is its output for the default environment.",
+        "deploy/bootstrap/configmap-ai-model-catalog.yaml is its output for the default environment.",
     )
     placeholder_cmd.set_defaults(func=_placeholder)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 
+from adapters.identity import USER_AGENT
 from app.lazy_kubernetes import defer_generated_client
 from app.terminal import one_line
 
@@ -27,6 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
 __all__ = [
     "ApiException",
     "ClusterConfigError",
+    "identified",
     "k8s_client",
     "k8s_config",
     "load_api_client",
@@ -114,7 +116,7 @@ async def load_cli_client(
         raise ClusterConfigError(f"{source.described}: {reason}; {fix}") from None
     if connections is not None:
         configuration.connection_pool_maxsize = connections
-    return k8s_client.ApiClient(configuration), source
+    return identified(k8s_client.ApiClient(configuration)), source
 
 
 async def load_api_client(kubeconfig: str, *, connections: int | None = None) -> k8s_client.ApiClient:
@@ -129,4 +131,10 @@ async def load_api_client(kubeconfig: str, *, connections: int | None = None) ->
         raise ClusterConfigError(str(exc) or type(exc).__name__) from None
     if connections is not None:
         configuration.connection_pool_maxsize = connections
-    return k8s_client.ApiClient(configuration)
+    return identified(k8s_client.ApiClient(configuration))
+
+
+def identified(api_client: k8s_client.ApiClient) -> k8s_client.ApiClient:
+    """``api_client`` with our User-Agent on every request (for a client we made; a host's keeps its own)."""
+    api_client.user_agent = USER_AGENT
+    return api_client

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import attrs
 
+from adapters.identity import FIELD_MANAGER
 from app.kube_client import ApiException
 from app.kube_client import k8s_client as client
 
@@ -132,6 +133,7 @@ class LeaderElector:
                 await self._api.create_namespaced_lease(
                     self._config.namespace,
                     self._body(None, True),
+                    field_manager=FIELD_MANAGER,
                     _request_timeout=self._config.request_timeout,
                 )
                 await self._set(True)
@@ -147,6 +149,7 @@ class LeaderElector:
                 self._config.name,
                 self._config.namespace,
                 self._body(lease, holder != self._config.identity),
+                field_manager=FIELD_MANAGER,
                 _request_timeout=self._config.request_timeout,
             )
             await self._set(True)
@@ -167,6 +170,7 @@ class LeaderElector:
                     self._config.name,
                     self._config.namespace,
                     self._body(lease, False),
+                    field_manager=FIELD_MANAGER,
                     _request_timeout=self._config.request_timeout,
                 )
                 return
@@ -190,6 +194,7 @@ class LeaderElector:
                 self._config.name,
                 self._config.namespace,
                 lease,
+                field_manager=FIELD_MANAGER,
                 _request_timeout=self._config.request_timeout,
             )
             log.info("lease released", extra={"identity": self._config.identity})

@@ -2,8 +2,8 @@
 
 Every data key of the catalog with today's empty values (behaviour §5.2), so every consumer can start and
 mount the keys it reads before the first catalog is written. Generated from the same renderer as the real
-catalog, so the two cannot drift apart; ``deploy/configmap-ai-model-catalog.yaml`` is this command's output
-for the default environment (a test checks it).
+catalog, so the two cannot drift apart; ``deploy/bootstrap/configmap-ai-model-catalog.yaml`` is this
+command's output for the default environment (a test checks it).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from catalog_core import raw
 from catalog_core.commands import (
     ApiKeyRef,
     Command,
+    CreateCatalogPlaceholder,
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
     EmitKubernetesEvent,
@@ -362,6 +363,10 @@ def describe_command(command: Command) -> str:
     if isinstance(command, WriteCatalog):
         keys = len(command.data)
         return f"ConfigMap {command.namespace}/{command.name} hash={command.catalog_hash} ({keys} keys)"
+    if isinstance(command, CreateCatalogPlaceholder):
+        return (
+            f"ConfigMap {command.namespace}/{command.name} hash={command.catalog_hash} (if it does not exist)"
+        )
     if isinstance(command, PatchAgentTemplate):
         return (
             f"AgentTemplate {command.namespace}/{command.name} at resourceVersion {command.resource_version}"

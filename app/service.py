@@ -11,7 +11,6 @@ and the ring holds what the controller saw (redacted, but still the cluster's co
 
 from __future__ import annotations
 
-import importlib.metadata
 import io
 import logging
 import signal
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from adapters.identity import version
 from adapters.telemetry import Telemetry
 from app.catalog_size import CatalogSize
 from app.health import HealthReport
@@ -44,13 +44,6 @@ _DEBUG_FORBIDDEN = (
     b"forbidden: ask from the pod itself (loopback) or with Authorization: Bearer <CATALOG_DEBUG_TOKEN>\n"
 )
 READY_SOURCES = (*CATALOG_KINDS, *ROLLOUT_SOURCES, SourceKind.AGENT_TEMPLATES)
-
-
-def version() -> str:
-    try:
-        return importlib.metadata.version("model-catalog")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 # The elector sends one request at a time; a pool of its own means no watch or write can delay it.

@@ -101,7 +101,7 @@ class Kube:
             self.kubectl("apply", "-f", str(crd))
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         for name in ("configmap-ai-model-catalog.yaml", "configmap-ai-external-models.yaml"):
-            doc = yaml.safe_load((REPO / "deploy" / name).read_text())
+            doc = yaml.safe_load((REPO / "deploy" / "bootstrap" / name).read_text())
             doc["metadata"]["namespace"] = namespace
             self.kubectl("apply", "-f", "-", input_text=json.dumps(doc))
 

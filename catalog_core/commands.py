@@ -139,6 +139,28 @@ class WriteCatalog:
 
 
 @attrs.frozen
+class CreateCatalogPlaceholder:
+    """Create ConfigMap/ai-model-catalog as the bootstrap placeholder (READY false) if it does not exist, so
+    consumers can start before a catalog can be written. Create only: one that exists is never touched."""
+
+    namespace: str
+    name: str
+    data: tuple[tuple[str, str], ...]
+    catalog_hash: str
+    fingerprint: str
+    id: str = attrs.field(init=False, default="")
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "id",
+            short_hash(f"CreateCatalogPlaceholder/{self.namespace}/{self.name}/{self.fingerprint}"),
+        )
+
+    key = _Key(lambda c: keys.catalog_key(c.namespace, c.name))
+
+
+@attrs.frozen
 @_identified
 class PatchAgentTemplate:
     """A JSON merge patch guarded by resourceVersion (409 when the template changed meanwhile)."""
@@ -245,6 +267,7 @@ Command = (
     | RecreateLiteLLMModel
     | DeleteLiteLLMModel
     | WriteCatalog
+    | CreateCatalogPlaceholder
     | PatchAgentTemplate
     | RollWorkload
     | EvictPod

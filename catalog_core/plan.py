@@ -17,6 +17,7 @@ from catalog_core import registry
 from catalog_core.commands import (
     READ_COMMANDS,
     Command,
+    CreateCatalogPlaceholder,
     EmitKubernetesEvent,
     EvictPod,
     ObjectRef,
@@ -27,6 +28,7 @@ from catalog_core.commands import (
     WatchSecrets,
     WriteCatalog,
 )
+from catalog_core.config import CatalogConfig
 from catalog_core.events import ROLLOUT_SOURCES, SourceKind
 from catalog_core.evolve import evolve
 from catalog_core.jsonval import Json
@@ -151,6 +153,7 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     if state.derived.wanted_secrets is not wanted_before or not state.control.secret_watch:
         _secret_watch(out)
     _probes(out)
+    _placeholder(out)
     if not out.state.pending.idle and catalog_inputs_known(out.state):
         _routes(out)
         _catalog(out)
@@ -362,6 +365,28 @@ def _probe(runtime: str, url: str) -> ProbeRuntime:
     """The probe command of a runtime. Performance (issue 7): its id is a SHA-256 over its JSON form
     (~20 us), and a runtime is probed every few seconds with the same command, so it is made once."""
     return ProbeRuntime(runtime, url)
+
+
+def _placeholder(out: _Out) -> None:
+    """A missing catalog ConfigMap is created as the bootstrap placeholder while no catalog can be written
+    yet (its inputs are not all read: LiteLLM unreachable, a source not listed), so consumers can start, as
+    they do where Flux created it; once the inputs are known, ``_catalog`` writes the real one, created or
+    not. An existing ConfigMap, whoever wrote it, is never replaced by the placeholder (create only)."""
+    state = out.state
+    if state.cluster.catalog is not None or not state.control.leading:
+        return
+    if not state.source(SourceKind.CATALOG_CONFIGMAP).known or catalog_inputs_known(state):
+        return
+    command = _placeholder_command(state.config)
+    out.emit(command.key, command)
+
+
+@functools.lru_cache(maxsize=8)
+def _placeholder_command(config: CatalogConfig) -> CreateCatalogPlaceholder:
+    rendered = render_catalog((), (), config, placeholder=True)
+    return CreateCatalogPlaceholder(
+        config.namespace, config.catalog_configmap, rendered.data, rendered.catalog_hash, rendered.fingerprint
+    )
 
 
 def _routes(out: _Out) -> None:

@@ -15,6 +15,7 @@ import attrs
 from catalog_core import damping
 from catalog_core.commands import (
     Command,
+    CreateCatalogPlaceholder,
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
     EmitKubernetesEvent,
@@ -119,6 +120,26 @@ class SimulatedWorld:
             if self.rows.pop(command.model_id, None) is not None:
                 self.writes.append(command)
             return [done, self.rows_event()] if reread else [done]
+        if isinstance(command, CreateCatalogPlaceholder):
+            if self.catalog is not None:
+                return [done]  # the API server's 409 AlreadyExists: nothing to do
+            self.catalog = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": command.name,
+                    "namespace": command.namespace,
+                    "annotations": {"ai-appliance.io/catalog-hash": command.catalog_hash},
+                },
+                "data": dict(command.data),
+            }
+            self.writes.append(command)
+            return [
+                done,
+                ObjectUpserted(
+                    SourceKind.CATALOG_CONFIGMAP, _seen(SourceKind.CATALOG_CONFIGMAP, self.catalog)
+                ),
+            ]
         if isinstance(command, WriteCatalog):
             annotations = {"ai-appliance.io/catalog-hash": command.catalog_hash}
             if self.catalog is not None:

@@ -103,6 +103,7 @@ COMMAND_TAGS: Final[Mapping[type, str]] = {
     cmd.RecreateLiteLLMModel: "litellm-recreate",
     cmd.DeleteLiteLLMModel: "litellm-delete",
     cmd.WriteCatalog: "catalog-write",
+    cmd.CreateCatalogPlaceholder: "catalog-placeholder",
     cmd.PatchAgentTemplate: "agenttemplate-patch",
     cmd.RollWorkload: "workload-roll",
     cmd.EvictPod: "pod-evict",
@@ -1034,6 +1035,8 @@ READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
     # A local activation's engine is read (absent: "": the logs of that day trimmed spec.engine away, so
     # their events read the same), and KubeAINotInstalled is a reason no older snapshot holds.
     "ff6401a43e95b630": "before ModelActivation.engine and the KubeAINotInstalled reason",
+    # The commands in flight may now be a CreateCatalogPlaceholder too; an older snapshot holds none.
+    "6984055bbfa134ec": "before CreateCatalogPlaceholder (a command type added; none in flight then)",
 }
 
 

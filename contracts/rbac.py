@@ -50,9 +50,9 @@ class RoleRef:
 
 
 ROLES: Mapping[str, RoleRef] = {
-    NAMESPACE: RoleRef("ai-model-catalog-controller", "deploy/role-ai.yaml"),
-    APPLIANCE_NAMESPACE: RoleRef("ai-model-catalog-controller", "deploy/role-ai-system.yaml"),
-    LEASE_NAMESPACE: RoleRef("ai-model-catalog-controller", "deploy/role-ai.yaml"),
+    NAMESPACE: RoleRef("ai-model-catalog-controller", "deploy/controller/role-ai.yaml"),
+    APPLIANCE_NAMESPACE: RoleRef("ai-model-catalog-controller", "deploy/controller/role-ai-system.yaml"),
+    LEASE_NAMESPACE: RoleRef("ai-model-catalog-controller", "deploy/controller/role-ai.yaml"),
 }
 
 _LIST_WATCH = ("list", "watch")

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib.metadata
 import logging
 import time
 import uuid
@@ -57,6 +56,7 @@ import anyio.to_thread
 import attrs
 
 from adapters.eventlog.guard import guard
+from adapters.identity import version as service_version
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event
 from catalog_core.fold import Transition
@@ -73,13 +73,6 @@ ENV_FILES: Final = "CATALOG_EVENT_LOG_FILES"
 ENV_SNAPSHOT_EVERY: Final = "CATALOG_EVENT_LOG_SNAPSHOT_EVERY"
 ENV_RING: Final = "CATALOG_EVENT_LOG_RING"
 ENV_RING_BYTES: Final = "CATALOG_EVENT_LOG_RING_BYTES"
-
-
-def service_version() -> str:
-    try:
-        return importlib.metadata.version("model-catalog")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @attrs.frozen

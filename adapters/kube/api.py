@@ -19,10 +19,12 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
+from adapters.identity import FIELD_MANAGER
 from contracts.kinds import Resource
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+_WRITES = frozenset({"POST", "PUT", "PATCH"})  # each names us as its field manager (managedFields)
 _MESSAGE_LIMIT = 300
 
 
@@ -129,7 +131,8 @@ class KubeApi:
         content_type: str = JSON,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """One request; the decoded JSON answer. Raises ``KubeError`` for anything but 2xx.
+        """One request; the decoded JSON answer. Raises ``KubeError`` for anything but 2xx. A write
+        (POST, PUT, PATCH) carries our ``fieldManager`` unless ``query`` names one.
 
         The server gets a deadline (``timeout``) a second shorter than the client's own, so a slow
         request normally ends with the server's answer rather than a cut connection.
@@ -139,6 +142,8 @@ class KubeApi:
         params = list(query)
         if not any(name in ("timeout", "timeoutSeconds") for name, _ in params):
             params.append(("timeout", f"{max(1, int(total) - 1)}s"))
+        if method in _WRITES and not any(name == "fieldManager" for name, _ in params):
+            params.append(("fieldManager", FIELD_MANAGER))
         response = await self._send(
             method, path, query=params, body=body, content_type=content_type, timeout=client_timeout
         )

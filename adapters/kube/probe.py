@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 import httpx
 
+from adapters.identity import USER_AGENT
 from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.events import Event, RuntimeProbed
 
@@ -85,7 +86,10 @@ class RuntimeProber:
     def _client_for_use(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout), follow_redirects=False, trust_env=False
+                timeout=httpx.Timeout(self.timeout),
+                follow_redirects=False,
+                trust_env=False,
+                headers={"user-agent": USER_AGENT},
             )
         return self._client
 

@@ -23,10 +23,12 @@ from typing import Any
 import anyio
 
 from adapters.backoff import KeyedBackoff
+from adapters.identity import NAME
 from adapters.kube.api import MERGE_PATCH, KubeApi, KubeError, collection_path, metadata, object_path
 from adapters.kube.settings import ERRORS_TOTAL, FORBIDDEN_TOTAL, KubeStats
 from catalog_core.commands import (
     Command,
+    CreateCatalogPlaceholder,
     EmitKubernetesEvent,
     EvictPod,
     PatchAgentTemplate,
@@ -40,7 +42,7 @@ from contracts.kinds import RESOURCES, Resource
 
 log = logging.getLogger("model_catalog.kube.writers")
 
-COMPONENT = "model-catalog"
+COMPONENT = NAME  # an Event's source and reporting component
 FORBIDDEN_REASON = "Forbidden"
 CONFLICT_ATTEMPTS = 4  # read-modify-write attempts before a conflict becomes a retry outcome
 
@@ -144,7 +146,8 @@ CATALOG_LABELS = {"app": "ai-model-catalog"}
 
 class CatalogWriter:
     """``WriteCatalog``: replace ``data``, set the hash and last-sync annotations and the ``app`` label (as
-    the previous controller did); every other field is kept.
+    the previous controller did); every other field is kept. ``CreateCatalogPlaceholder``: create it as the
+    bootstrap placeholder unless it exists.
 
     A read-modify-write with the read resourceVersion; a 409 (someone wrote in between)
     re-reads and tries again, a few times, then reports retry.
@@ -155,11 +158,45 @@ class CatalogWriter:
         self.outcomes = outcomes or Outcomes()
 
     def handles(self, command: Command) -> bool:
-        return isinstance(command, WriteCatalog)
+        return isinstance(command, WriteCatalog | CreateCatalogPlaceholder)
 
     async def execute(self, command: Command) -> Sequence[Event]:
+        if isinstance(command, CreateCatalogPlaceholder):
+            return await _guarded(self.outcomes, command, lambda: self._create_placeholder(command))
         assert isinstance(command, WriteCatalog)
         return await _guarded(self.outcomes, command, lambda: self._write(command))
+
+    async def _create_placeholder(self, command: CreateCatalogPlaceholder) -> Sequence[Event]:
+        """Create only: a POST, which the API server refuses (409 AlreadyExists) when the ConfigMap exists."""
+        where = _where(_CONFIGMAP, command.namespace, command.name)
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": command.name,
+                "namespace": command.namespace,
+                "labels": dict(CATALOG_LABELS),
+                "annotations": {CATALOG_HASH_ANNOTATION: command.catalog_hash},
+            },
+            "data": dict(command.data),
+        }
+        try:
+            written = await self.api.request(
+                "POST", collection_path(_CONFIGMAP, command.namespace), body=body
+            )
+        except KubeError as err:
+            if err.status == 409:  # someone created it first: it is theirs, and the watch will show it
+                return [self.outcomes.applied(command, "it exists already")]
+            return [self.outcomes.failed(command, err, "create", where)]
+        written.setdefault("apiVersion", "v1")
+        written.setdefault("kind", "ConfigMap")
+        log.info("created the bootstrap catalog placeholder", extra={"configmap": where})
+        return [
+            self.outcomes.applied(command),
+            ObjectUpserted(
+                SourceKind.CATALOG_CONFIGMAP, redact_for_source(SourceKind.CATALOG_CONFIGMAP, written).obj
+            ),
+        ]
 
     async def _write(self, command: WriteCatalog) -> Sequence[Event]:
         path = object_path(_CONFIGMAP, command.namespace, command.name)

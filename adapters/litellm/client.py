@@ -18,6 +18,7 @@ import attrs
 import httpx
 import orjson
 
+from adapters.identity import USER_AGENT
 from adapters.litellm.scrub import safe_text
 
 # Connect and pool waits are short (an unreachable proxy should be noticed quickly); LiteLLM answers
@@ -133,7 +134,7 @@ class LiteLLMClient:
             limits=limits,
             timeout=timeout,
             transport=transport,
-            headers={"accept": "application/json"},
+            headers={"accept": "application/json", "user-agent": USER_AGENT},
         )
 
     def __repr__(self) -> str:

@@ -80,7 +80,7 @@ def test_agent_fragments_keep_their_literal_placeholders():
 
 def test_the_bootstrap_placeholder_ships_every_key_with_empty_values():
     """Issue 11, item 3: OpenClaw and Paperclip mount their keys and cannot start without them."""
-    (cm,) = _docs(DEPLOY / "configmap-ai-model-catalog.yaml")
+    (cm,) = _docs(DEPLOY / "bootstrap" / "configmap-ai-model-catalog.yaml")
     data = cm["data"]
     assert set(data) == c.ALL_DATA_KEYS
     assert cm["metadata"]["annotations"][c.CATALOG_HASH_ANNOTATION] == c.BOOTSTRAP_HASH
@@ -102,7 +102,9 @@ def test_the_bootstrap_placeholder_ships_every_key_with_empty_values():
 
 
 def test_the_placeholder_file_is_what_the_placeholder_command_prints():
-    assert (DEPLOY / "configmap-ai-model-catalog.yaml").read_text() == placeholder_yaml(CatalogConfig())
+    assert (DEPLOY / "bootstrap" / "configmap-ai-model-catalog.yaml").read_text() == placeholder_yaml(
+        CatalogConfig()
+    )
     out = subprocess.run(
         [sys.executable, "-m", "app.cli", "placeholder"],
         capture_output=True,
@@ -116,8 +118,8 @@ def test_the_placeholder_file_is_what_the_placeholder_command_prints():
 
 def test_deploy_keeps_todays_object_names_and_the_appliances_master_key_secret():
     """Issue 11, item 2: on the appliance the master key is litellm-masterkey-secret/LITELLM_MASTER_KEY."""
-    (deployment,) = _docs(DEPLOY / "deployment.yaml")
-    (account,) = _docs(DEPLOY / "serviceaccount.yaml")
+    (deployment,) = _docs(DEPLOY / "controller" / "deployment.yaml")
+    (account,) = _docs(DEPLOY / "controller" / "serviceaccount.yaml")
     assert deployment["metadata"]["name"] == account["metadata"]["name"] == c.CONTROLLER_NAME
     assert deployment["metadata"]["namespace"] == account["metadata"]["namespace"] == "ai"
     spec = deployment["spec"]["template"]["spec"]
@@ -131,7 +133,7 @@ def test_deploy_keeps_todays_object_names_and_the_appliances_master_key_secret()
 
 def test_the_pod_disruption_budget_is_policy_v1():
     """Issue 11, item 9: policy/v1beta1 was removed in Kubernetes 1.25."""
-    (pdb,) = _docs(DEPLOY / "poddisruptionbudget.yaml")
+    (pdb,) = _docs(DEPLOY / "controller" / "poddisruptionbudget.yaml")
     assert pdb["apiVersion"] == "policy/v1"
 
 

@@ -149,6 +149,7 @@ def _one_of_each() -> list[cmd.Command]:
         cmd.RecreateLiteLLMModel(*body),
         cmd.DeleteLiteLLMModel("ai-appliance-kubeai-x/y"),
         cmd.WriteCatalog("ai", "ai-model-catalog", (), "h", "f"),
+        cmd.CreateCatalogPlaceholder("ai", "ai-model-catalog", (), "bootstrap", "f"),
         cmd.PatchAgentTemplate("ai", "t", "1", Json.of({})),
         cmd.RollWorkload("ai", "Deployment", "app", "h"),
         cmd.EvictPod("ai", "pod", "uid", "h"),

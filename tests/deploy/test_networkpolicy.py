@@ -1,6 +1,6 @@
-"""deploy/networkpolicy.yaml: the controller's pods take traffic on their HTTP port only, and reach only DNS,
-the API server, LiteLLM and the FreeToken runtimes (issue 12). Checked by evaluating the policy's rules
-the way the NetworkPolicy API defines them, and against the real API server."""
+"""deploy/controller/networkpolicy.yaml: the controller's pods take traffic on their HTTP port only, and
+reach only DNS, the API server, LiteLLM and the FreeToken runtimes (issue 12). Checked by evaluating the
+policy's rules the way the NetworkPolicy API defines them, and against the real API server."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from catalog_core.sources.freetoken import FREETOKEN
 from tests.conftest import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
+DEPLOY = REPO / "deploy" / "controller"
 NS_NAME = "kubernetes.io/metadata.name"
 
 

@@ -238,7 +238,7 @@ def test_before_the_first_install_every_missing_piece_is_one_line(installed: Ins
     assert f"FAIL  permissions: 0 of {len(wanted)} granted to {controller_identity(fresh)}" in lines
     assert (
         f"FAIL  permission: create pods/eviction in {fresh} is not allowed (needed by PodEvictor): "
-        f"add it to Role {fresh}/ai-model-catalog-controller (deploy/role-ai.yaml)"
+        f"add it to Role {fresh}/ai-model-catalog-controller (deploy/controller/role-ai.yaml)"
     ) in lines
     assert any(
         line.startswith(

@@ -65,6 +65,10 @@ RELEASED_TAGS = {
     "secrets-watch": ("WatchSecrets", ["namespace", "secrets", "id"]),
     # Added before format 1 was ever released (0.1.0): a new tag changes no existing one's meaning.
     "leadership-changed": ("LeadershipChanged", ["leading"]),
+    "catalog-placeholder": (
+        "CreateCatalogPlaceholder",
+        ["namespace", "name", "data", "catalog_hash", "fingerprint", "id"],
+    ),
 }
 
 
@@ -302,7 +306,7 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header). The shapes before it that snapshots are
 # still read from are wire.READABLE_OLDER_STATE_SCHEMAS (test_cli: a log written before the burst probe).
-STATE_SCHEMA_OF_THIS_VERSION = "6984055bbfa134ec"
+STATE_SCHEMA_OF_THIS_VERSION = "0f6ffb4ccf89a74b"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,11 +53,14 @@ def _last_line(path: Path) -> str:
 
 
 class OwnKubePeer:
-    """An API server only the fault suite uses: it may be restarted, have its CRDs deleted, be cut off."""
+    """An API server only one suite uses: it may be restarted, have its CRDs deleted, be cut off.
+
+    ``extra_env``: more of ``kube-peer/start``'s settings (e.g. ``EXTRA_APISERVER_FLAGS``)."""
 
     START_TIMEOUT = 900.0  # a first start on a fresh machine builds the apiserver (~6 min)
 
-    def __init__(self) -> None:
+    def __init__(self, extra_env: Mapping[str, str] | None = None) -> None:
+        self.extra_env = dict(extra_env or {})
         self.root: Path | None = None
         self.ports: dict[str, int] = {}
         self.error = ""
@@ -108,7 +111,12 @@ class OwnKubePeer:
     def _run(self, script: str, timeout: float) -> str:
         """Run ``start`` or ``stop`` for this ROOT; an error message, or '' when it worked."""
         assert self.root is not None
-        env = {**os.environ, "ROOT": str(self.root), **{k: str(v) for k, v in self.ports.items()}}
+        env = {
+            **os.environ,
+            **self.extra_env,
+            "ROOT": str(self.root),
+            **{k: str(v) for k, v in self.ports.items()},
+        }
         env.pop("KUBECONFIG", None)
         log = self.root / f"{script}.out"
         try:

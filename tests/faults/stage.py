@@ -168,11 +168,15 @@ def agent_template(ns: str, name: str, spec: dict[str, Any] | None = None) -> di
 def deploy_documents(ns: str, app_ns: str) -> list[dict[str, Any]]:
     """The RBAC, ServiceAccount and bootstrap ConfigMaps of ``deploy/``, moved to our namespaces."""
     docs: list[dict[str, Any]] = []
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
-    for name in kustomization["resources"]:
-        if name in ("deployment.yaml", "poddisruptionbudget.yaml", "networkpolicy.yaml"):
+    files = [
+        DEPLOY / part / name
+        for part in yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+        for name in yaml.safe_load((DEPLOY / part / "kustomization.yaml").read_text())["resources"]
+    ]
+    for path in files:
+        if path.name in ("deployment.yaml", "poddisruptionbudget.yaml", "networkpolicy.yaml"):
             continue  # no kubelet (nor a CNI) here: the controller runs as a test process
-        for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
+        for doc in yaml.safe_load_all(path.read_text()):
             if not doc:
                 continue
             text = json.dumps(doc)

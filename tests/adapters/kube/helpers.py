@@ -310,6 +310,7 @@ class HealthServer:
     def __init__(self) -> None:
         self.status = 503
         self.requests: list[tuple[str, str]] = []  # (request line, Host header)
+        self.user_agents: list[str] = []
         self.port = 0
         self._server: asyncio.Server | None = None
 
@@ -328,6 +329,8 @@ class HealthServer:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
             host = next((h.split(":", 1)[1].strip() for h in head[1:] if h.lower().startswith("host:")), "")
             self.requests.append((head[0], host))
+            agent = (h.split(":", 1)[1].strip() for h in head[1:] if h.lower().startswith("user-agent:"))
+            self.user_agents.append(next(agent, ""))
             writer.write(
                 f"HTTP/1.1 {self.status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".encode()
             )

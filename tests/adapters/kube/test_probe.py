@@ -8,6 +8,7 @@ import anyio
 import pytest
 from kubernetes_asyncio import client
 
+from adapters.identity import USER_AGENT
 from adapters.kube import KubeAdapters
 from adapters.kube.probe import RuntimeProber, parse_resolve
 from adapters.vault import SecretVault
@@ -180,3 +181,19 @@ async def _never(reader: Any, writer: Any) -> None:
             pass
     finally:
         writer.close()
+
+
+@pytest.mark.anyio
+async def test_a_probe_names_us_in_its_user_agent() -> None:
+    health = HealthServer()
+    health.status = 200
+    port = await health.start()
+    prober = RuntimeProber(timeout=2.0)
+    try:
+        [answer] = await prober.execute(ProbeRuntime("rt", f"http://127.0.0.1:{port}/health"))
+        assert answer.healthy  # type: ignore[union-attr]
+    finally:
+        await prober.aclose()
+        await health.close()
+    assert health.user_agents == [USER_AGENT]
+    assert USER_AGENT.startswith("model-catalog/")

@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from adapters.kube import KubeAdapters, KubeApi
 from adapters.vault import SecretVault
 from catalog_core.commands import (
+    CreateCatalogPlaceholder,
     EmitKubernetesEvent,
     EvictPod,
     ObjectRef,
@@ -157,9 +158,11 @@ async def test_the_documented_rules_are_enough_and_nothing_more_is_readable(
                 "act",
                 activation["metadata"]["uid"],
             )
+            placeholder = CreateCatalogPlaceholder(ns, "ai-model-catalog", (("a", "0"),), "bootstrap", "f0")
             commands = [
-                WriteCatalog(ns, "ai-model-catalog", (("a", "1"),), "h1", "f1"),  # create
-                WriteCatalog(ns, "ai-model-catalog", (("a", "2"),), "h2", "f2"),  # get + update
+                placeholder,  # create
+                WriteCatalog(ns, "ai-model-catalog", (("a", "1"),), "h1", "f1"),  # get + update
+                WriteCatalog(ns, "ai-model-catalog", (("a", "2"),), "h2", "f2"),
                 PatchAgentTemplate(
                     ns,
                     "litellm-default",
@@ -184,6 +187,10 @@ async def test_the_documented_rules_are_enough_and_nothing_more_is_readable(
                 [done, *_] = await run(command)
                 assert isinstance(done, CommandCompleted)
                 assert (done.outcome, done.reason, done.detail) == (Outcome.APPLIED, "", ""), command
+            # the placeholder again: refused by the API server (it exists), so nothing is written
+            [done] = await run(placeholder)
+            assert (done.outcome, done.detail) == (Outcome.APPLIED, "it exists already")
+            assert (await core.read_namespaced_config_map("ai-model-catalog", ns)).data == {"a": "2"}
             assert not [e for e in events.events if isinstance(e, SourceUnavailable)]
 
         # Least privilege: nothing beyond the table.

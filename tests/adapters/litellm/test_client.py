@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from adapters.identity import USER_AGENT
 from adapters.litellm.client import DEFAULT_TIMEOUT, Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.fake import DELETE, NEW
 from adapters.litellm.scrub import safe_text
@@ -48,6 +49,17 @@ async def test_every_call_carries_all_four_timeouts_and_the_bearer_key() -> None
         DEFAULT_TIMEOUT.write,
         DEFAULT_TIMEOUT.pool,
     )
+
+
+async def test_every_call_names_us_in_its_user_agent() -> None:
+    seen: list[httpx.Request] = []
+    async with LiteLLMClient("http://litellm:4000", MASTER, transport=recording(seen)) as client:
+        await client.info()
+        await client.new({"model_name": "x"})
+        await client.patch_update("x", {"litellm_params": {}})
+        await client.delete("x")
+    assert [r.headers["user-agent"] for r in seen] == [USER_AGENT] * 4
+    assert USER_AGENT.startswith("model-catalog/")
 
 
 async def test_an_empty_master_key_sends_no_header() -> None:
