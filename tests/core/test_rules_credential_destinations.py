@@ -490,3 +490,22 @@ def test_an_unrelated_bad_edit_keeps_the_last_good_route_with_its_key():
     assert "ai-appliance-external-m" in c.world.rows
     assert c.record("m")["servingLastGood"] is True
     assert "secret/openai" in c.state.derived.refs  # still watched: a revocation would be seen
+
+
+def test_an_edit_to_an_api_base_the_secret_does_not_name_keeps_the_allowed_last_good_route():
+    """Bad input as any other: the last good route still goes where the Secret allows, so it stays."""
+    c = _published_with_secret("https://gw.example.com", "https://gw.example.com/v1")
+    c.apply(
+        b.external_configmap(
+            [
+                {"name": "m", "model": "openai/gpt-4o", "apiKeySecretRef": REF, "apiBase": ATTACKER},
+                {"name": "other", "model": "openai/y"},
+            ]
+        )
+    )
+    rec = c.record("m")
+    assert (rec["reason"], rec["servingLastGood"]) == ("SecretApiBaseNotAllowed", True)
+    assert (
+        c.world.rows["ai-appliance-external-m"]["litellm_params"]["api_base"] == "https://gw.example.com/v1"
+    )
+    assert _sent_to(c, "attacker.example") == []
