@@ -281,11 +281,12 @@ KEY_ONLY_PROVIDERS: frozenset[str] = frozenset(
 
 
 def route_provider(model: ExternalModel) -> str | None:
-    """The LiteLLM provider ``model`` names: ``customLlmProvider``, else the prefix of its model."""
+    """The LiteLLM provider ``model`` names: ``customLlmProvider``, else the prefix of its model. As
+    written: LiteLLM compares provider names as they are, so ``OpenAI`` is not ``openai`` to it either."""
     if model.custom_llm_provider:
-        return model.custom_llm_provider.strip().lower()
+        return model.custom_llm_provider.strip()
     prefix, slash, _ = model.litellm_model.partition("/")
-    return prefix.strip().lower() if slash else None
+    return prefix.strip() if slash else None
 
 
 def _ambient_allowed(state: CatalogState, api_base: str) -> bool:

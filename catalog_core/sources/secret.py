@@ -13,6 +13,8 @@ from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_P
 from catalog_core.trim import PROVIDER_SECRET_API_BASES
 from catalog_core.urls import pattern_entries
 
+MAX_API_BASES = 32  # entries of the API bases annotation read (each is named in messages about the Secret)
+
 
 @attrs.frozen
 class SecretInfo:
@@ -55,7 +57,7 @@ class SecretInfo:
             service_account_token=obj.get("type") == SERVICE_ACCOUNT_TOKEN,
             api_bases=pattern_entries(
                 raw.string_map(obj, "metadata", "annotations").get(PROVIDER_SECRET_API_BASES, "")
-            ),
+            )[:MAX_API_BASES],
         )
 
 
