@@ -48,7 +48,7 @@ def checked(state: CatalogState, claim: Candidate | None) -> Candidate | None:
             state,
             evolve(claim, route=None),
             Reason.AMBIENT_CREDENTIAL_REJECTED,
-            _ambient_refusal(state, api_base, None),
+            _ambient_refusal(api_base, "a route without a key lets LiteLLM use its own credentials"),
             claim.refs,
         )
     return claim
@@ -248,7 +248,10 @@ def _how_to_send(state: CatalogState, secret: SecretInfo, api_base: str) -> str:
     what = f"Secret {ns}/{name}"
     destination = Destination.of(api_base)
     if destination is None:
-        return f"{what} is never sent to an apiBase whose host cannot be told for certain (apiBase must be http(s)://host[:port]/...)"
+        return (
+            f"{what} is never sent to an apiBase whose host cannot be told for certain "
+            "(apiBase must be http(s)://host[:port]/...)"
+        )
     allowed = [str(p) for p in _patterns(secret.api_bases)]
     ignored = [e for e in secret.api_bases if DestinationPattern.parse(e) is None]
     said = (
@@ -306,17 +309,17 @@ def _ambient_guard(
     provider = route_provider(model)
     if provider in KEY_ONLY_PROVIDERS:
         return (api_key if api_key is not None else NO_KEY), None
-    return None, _ambient_refusal(state, model.api_base, provider)
-
-
-def _ambient_refusal(state: CatalogState, api_base: str, provider: str | None) -> str:
-    origin = _origin(api_base)
     which = (
         f"provider {shown(provider)} may attach LiteLLM's own credentials"
         if provider
         else "the model names no provider (provider/model or customLlmProvider), so LiteLLM would guess one, "
         "which may attach LiteLLM's own credentials"
     )
+    return None, _ambient_refusal(model.api_base, which)
+
+
+def _ambient_refusal(api_base: str, which: str) -> str:
+    origin = _origin(api_base)
     return (
         f"{which} (its environment's keys, its cloud identity) and {origin} is not among the API bases the "
         "cluster admin allowed for them (CATALOG_AMBIENT_CREDENTIAL_API_BASES); use apiKeySecretRef with a "

@@ -509,3 +509,26 @@ def test_an_edit_to_an_api_base_the_secret_does_not_name_keeps_the_allowed_last_
         c.world.rows["ai-appliance-external-m"]["litellm_params"]["api_base"] == "https://gw.example.com/v1"
     )
     assert _sent_to(c, "attacker.example") == []
+
+
+def test_the_last_gate_refuses_any_keyless_route_to_a_custom_api_base_whatever_produced_it():
+    """Defense in depth behind the external rules: a claim built by any source (a new one, a bug) whose route
+    has no key and a custom API base is refused before it can be planned."""
+    from catalog_core import registry
+    from catalog_core.reasons import Reason
+    from catalog_core.rules import candidates
+    from catalog_core.rules.routes import external_route
+    from catalog_core.sources.external import ExternalModel
+    from catalog_core.state import Candidate
+    from catalog_core.values import Source
+
+    c = Cluster()
+    c.start()
+    model = ExternalModel("m", True, "azure/gpt-4o", ATTACKER, None)
+    spec = registry.BY_SOURCE[Source.EXTERNAL]
+    route = external_route(model, "external/m", spec, None)
+    claim = Candidate("external/m", Source.EXTERNAL, "m", "uid", route, Reason.PUBLISHED)
+    checked = candidates.checked(c.state, claim)
+    assert checked is not None and checked.route is None
+    assert checked.reason == "AmbientCredentialRejected"
+    assert "a route without a key lets LiteLLM use its own credentials" in checked.message
