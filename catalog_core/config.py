@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from catalog_core.urls import DestinationPattern, pattern_entries
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _TRUE = frozenset({"true", "1", "yes", "on"})
@@ -49,6 +51,9 @@ class CatalogConfig:
     openclaw_tools_profile: str = "coding"
     # The Secret that holds LiteLLM's master key (behaviour §1.5): never handed out as a provider key.
     litellm_master_key_secret: str = "litellm-masterkey-secret"
+    # API bases toward which a route may rely on LiteLLM's own credentials (its environment's keys, e.g.
+    # AZURE_API_KEY, or its cloud identity), as DestinationPattern entries (behaviour §1.5). Empty: none.
+    ambient_credential_api_bases: tuple[str, ...] = ()
     # Write economy under churn (issue 14): a LiteLLM row that changes again soon after a write waits
     # until it has been still this long, but no longer than the cap; consumers roll (and AgentTemplates
     # are patched) only onto a catalog that has been stable for its own window.
@@ -107,6 +112,9 @@ class CatalogConfig:
             "litellm_master_key_secret": reader.dns(
                 "LITELLM_MASTER_KEY_SECRET_NAME", d.litellm_master_key_secret, _DNS_SUBDOMAIN
             ),
+            "ambient_credential_api_bases": reader.patterns(
+                "CATALOG_AMBIENT_CREDENTIAL_API_BASES", d.ambient_credential_api_bases
+            ),
             "litellm_settle_seconds": reader.seconds(
                 "CATALOG_LITELLM_SETTLE_SECONDS", d.litellm_settle_seconds
             ),
@@ -157,6 +165,7 @@ class CatalogConfig:
             "AGENT_TEMPLATE_NAMES": ",".join(self.agent_template_names),
             "CATALOG_RUNTIME_HEALTH_SECONDS": str(self.runtime_health_seconds),
             "LITELLM_MASTER_KEY_SECRET_NAME": self.litellm_master_key_secret,
+            "CATALOG_AMBIENT_CREDENTIAL_API_BASES": ",".join(self.ambient_credential_api_bases),
             "CATALOG_LITELLM_SETTLE_SECONDS": f"{self.litellm_settle_seconds:g}",
             "CATALOG_LITELLM_SETTLE_CAP_SECONDS": f"{self.litellm_settle_cap_seconds:g}",
             "CATALOG_ROLLOUT_SETTLE_SECONDS": f"{self.rollout_settle_seconds:g}",
@@ -243,6 +252,19 @@ class _Reader:
             return False
         self._fail(name, f"must be true or false, got {value!r}")
         return default
+
+    def patterns(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        """Destination patterns (``DestinationPattern``), separated by commas or spaces."""
+        value = self.env.get(name)
+        if value is None:
+            return default
+        entries = pattern_entries(value)
+        for entry in entries:
+            if DestinationPattern.parse(entry) is None:
+                self._fail(
+                    name, f"{entry[:80]!r} is not an API base pattern (https://host[:port][/path], *.domain)"
+                )
+        return entries
 
     def names(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
         value = self.env.get(name)

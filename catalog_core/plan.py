@@ -24,6 +24,7 @@ from catalog_core.commands import (
     PatchAgentTemplate,
     ProbeRuntime,
     RollWorkload,
+    SecretKey,
     SecretWatch,
     WatchSecrets,
     WriteCatalog,
@@ -45,7 +46,7 @@ from catalog_core.keys import (
     litellm_key,
 )
 from catalog_core.pmap import PMap, empty
-from catalog_core.reasons import Reason, RouteState
+from catalog_core.reasons import KEEPS_LAST_GOOD, Reason, RouteState
 from catalog_core.rules import health as health_rules
 from catalog_core.rules.agent_templates import is_target, template_patch
 from catalog_core.rules.entries import entry_for
@@ -62,7 +63,17 @@ from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
 from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT
 from catalog_core.sources.secret import allowed_by_name
-from catalog_core.state import NO_MARKS, CatalogState, Control, RouteRecord, mark, mark_all, marked
+from catalog_core.state import (
+    NO_MARKS,
+    Candidate,
+    CatalogState,
+    Control,
+    DesiredRoute,
+    RouteRecord,
+    mark,
+    mark_all,
+    marked,
+)
 from catalog_core.values import ModelType, logical_name
 
 
@@ -256,11 +267,22 @@ def _index(index: PMap[frozenset[str]], key: str, item: str, add: bool) -> PMap[
     return index.set(key, members) if members else index.delete(key)
 
 
+def _key_withdrawn(candidate: Candidate, kept: DesiredRoute) -> bool:
+    """Whether the rules withdrew ``kept``, a last good route with a Secret's key, that ``candidate``'s
+    reason would keep: the Secret no longer allows it (rules/candidates)."""
+    return (
+        candidate.route is None
+        and isinstance(kept.api_key, SecretKey)
+        and (candidate.reason in KEEPS_LAST_GOOD or candidate.reason is Reason.PENDING)
+    )
+
+
 def _refresh_candidates(state: CatalogState) -> CatalogState:
     if not state.pending.items:
         return state
     d = state.derived
     cands, last_good, by_name, by_id, refs = d.candidates, d.last_good, d.by_name, d.by_id, d.refs
+    withdrawn = d.withdrawn
     health = state.health
     p = state.pending
     names, ids, records = p.names, p.ids, p.records
@@ -294,6 +316,10 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
             cands = cands.set(item, new)
             if new.reason is Reason.PUBLISHED and new.route is not None:
                 last_good = last_good.set(item, new.route)
+            elif (kept := last_good.get(item)) is not None and _key_withdrawn(new, kept):
+                # Not kept any more, so not restored later either: the item publishes again once good.
+                withdrawn = withdrawn.set(kept.id, item)
+                last_good = last_good.delete(item)
     wanted = d.wanted_secrets
     if refs is not d.refs:
         now_wanted = frozenset(
@@ -308,6 +334,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
             d,
             candidates=cands,
             last_good=last_good,
+            withdrawn=withdrawn,
             by_name=by_name,
             by_id=by_id,
             refs=refs,
@@ -451,6 +478,13 @@ def _litellm(out: _Out, rid: str) -> None:
     item = state.derived.winners.get(rid)
     route = state.derived.candidates[item].route if item is not None else None
     write = command.id if command is not None else churn.HELD
+    if rid in state.derived.withdrawn:
+        # A key whose right is lost leaves LiteLLM now: write economy never holds a revocation back.
+        derived = evolve(state.derived, withdrawn=state.derived.withdrawn.delete(rid))
+        damping = churn.written(state.damping, key, write, state.now) if command else state.damping
+        out.state = evolve(state, derived=derived, damping=damping)
+        out.emit(key, command)
+        return
     damping, go = churn.plan_write(
         state.damping,
         key,

@@ -32,11 +32,16 @@ class Reason(StrEnum):
     SECRET_NOT_FOUND = "SecretNotFound"
     SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"
     SECRET_NOT_ALLOWED = "SecretNotAllowed"
+    # the Secret does not allow its key to be sent to the item's apiBase (behaviour §1.5)
+    SECRET_API_BASE_NOT_ALLOWED = "SecretApiBaseNotAllowed"
     SECRET_VALUE_INVALID = "SecretValueInvalid"  # empty, or not UTF-8 text
     INLINE_KEY_REJECTED = "InlineKeyRejected"
     # a value LiteLLM would resolve from its own environment (os.environ/...): never published
     # (behaviour §1.5)
     ENV_REFERENCE_REJECTED = "EnvReferenceRejected"
+    # a route to an apiBase the cluster admin did not allow, on which LiteLLM would use its own
+    # credentials (its environment, its cloud identity) (behaviour §1.5)
+    AMBIENT_CREDENTIAL_REJECTED = "AmbientCredentialRejected"
     NESTED_TOO_DEEPLY = "NestedTooDeeply"  # an object nested deeper than the adapters read
     UNTRUSTED_ENDPOINT = "UntrustedEndpoint"
     LITELLM_REJECTED = "LiteLLMRejected"
@@ -54,9 +59,9 @@ class Reason(StrEnum):
     ID_TAKEN = "IdTaken"
 
 
-# Reasons that describe bad input: the item's last good route stays published. SecretNotAllowed too: a last
-# good route never used a refused Secret (the master key, a token), and under a label-selected watch a
-# deleted provider Secret looks the same as one whose label was removed.
+# Reasons that describe bad input: the item's last good route stays published, while the Secret its key
+# came from still allows it (rules/candidates: losing the right to a Secret withdraws the key).
+# SecretNotAllowed too: a last good route never used a refused Secret (the master key, a token).
 KEEPS_LAST_GOOD: frozenset[Reason] = frozenset(
     {
         Reason.INVALID_JSON,
@@ -65,9 +70,11 @@ KEEPS_LAST_GOOD: frozenset[Reason] = frozenset(
         Reason.SECRET_NOT_FOUND,
         Reason.SECRET_KEY_NOT_FOUND,
         Reason.SECRET_NOT_ALLOWED,
+        Reason.SECRET_API_BASE_NOT_ALLOWED,
         Reason.SECRET_VALUE_INVALID,
         Reason.INLINE_KEY_REJECTED,
         Reason.ENV_REFERENCE_REJECTED,
+        Reason.AMBIENT_CREDENTIAL_REJECTED,
         Reason.NESTED_TOO_DEEPLY,
         Reason.UNTRUSTED_ENDPOINT,
     }

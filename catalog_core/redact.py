@@ -30,7 +30,7 @@ import attrs
 
 from catalog_core import raw
 from catalog_core.events import SourceKind
-from catalog_core.trim import MAX_DEPTH, rejection, trim
+from catalog_core.trim import MAX_DEPTH, PROVIDER_SECRET_API_BASES, rejection, trim
 from catalog_core.values import is_env_reference
 
 REDACTED: Final = "$redacted"
@@ -179,12 +179,16 @@ def _seal(value: Any, budget: _Budget) -> tuple[dict[str, str], str | None]:
 
 
 def redact_secret(obj: Mapping[str, Any]) -> Redacted:
-    """Secret data values become fingerprints; annotations are dropped entirely."""
+    """Secret data values become fingerprints; of its annotations only the API bases its key may be sent
+    to are kept (the others may hold a copy of the data: kubectl's last-applied-configuration)."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     out_meta = {
         k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "resourceVersion", "labels")
     }
+    api_bases = raw.string_map(meta, "annotations").get(PROVIDER_SECRET_API_BASES)
+    if api_bases is not None:
+        out_meta["annotations"] = {PROVIDER_SECRET_API_BASES: api_bases}
     out: dict[str, Any] = {k: v for k, v in obj.items() if k in ("apiVersion", "kind", "type")}
     out["metadata"] = out_meta
     # Strings only: str() of a huge integer raises, and a Secret with another name cannot be referenced.

@@ -251,6 +251,9 @@ class Derived:
 
     candidates: PMap[Candidate] = attrs.field(factory=empty)  # by item key
     last_good: PMap[DesiredRoute] = attrs.field(factory=empty)  # by item key
+    # route id -> the item whose kept route was withdrawn because what allowed it is gone (the Secret its
+    # key came from, a trusted Service): written at once, past any write damping, then forgotten
+    withdrawn: PMap[str] = attrs.field(factory=empty)
     by_name: PMap[frozenset[str]] = attrs.field(factory=empty)  # model name -> items claiming it
     by_id: PMap[frozenset[str]] = attrs.field(factory=empty)  # route id -> items claiming it
     refs: PMap[frozenset[str]] = attrs.field(factory=empty)  # "secret/x" -> items depending on it

@@ -46,6 +46,9 @@ class Each:
 Spec = Mapping[str, Any]
 
 _APPLIANCE_ANNOTATIONS = Prefixed(("ai-appliance.io/",))
+# The one annotation of a Secret the core reads: where a provider Secret's key may be sent (behaviour §1.5).
+# Its writers are whoever may edit the Secret, not the authors of the inputs that reference it.
+PROVIDER_SECRET_API_BASES: Final = "appliance.magicstick.dev/model-provider-api-bases"
 _META: Spec = {
     "name": KEEP,
     "namespace": KEEP,
@@ -93,7 +96,15 @@ TRIM: Final[Mapping[SourceKind, Spec]] = {
         "spec": {"type": KEEP, "ports": Each({"name": KEEP, "port": KEEP})},
     },
     SourceKind.SECRETS: {
-        "metadata": {"name": KEEP, "namespace": KEEP, "uid": KEEP, "resourceVersion": KEEP, "labels": KEEP},
+        "metadata": {
+            "name": KEEP,
+            "namespace": KEEP,
+            "uid": KEEP,
+            "resourceVersion": KEEP,
+            "labels": KEEP,
+            # not the others: kubectl's last-applied-configuration holds a copy of the data
+            "annotations": Prefixed((PROVIDER_SECRET_API_BASES,)),
+        },
         "type": KEEP,
         "data": KEEP,
         "stringData": KEEP,

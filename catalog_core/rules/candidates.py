@@ -13,12 +13,14 @@ from catalog_core.evolve import evolve
 from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
-from catalog_core.rules.routes import Origin, external_route, kubeai_route, runtime_route
+from catalog_core.rules.routes import NO_KEY, Origin, external_route, kubeai_route, runtime_route
 from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef
-from catalog_core.sources.secret import allowed_by_name
+from catalog_core.sources.secret import SecretInfo, allowed_by_name
 from catalog_core.state import Candidate, CatalogState, DesiredRoute, SourceStatus
+from catalog_core.trim import PROVIDER_SECRET_API_BASES
+from catalog_core.urls import Destination, DestinationPattern
 from catalog_core.values import ModelType, is_env_reference, parse_model_type, shown
 
 _ENDPOINT = re.compile(r"^(https?)://([a-z0-9]([-a-z0-9.]*[a-z0-9])?)(?::(\d{1,5}))?(/[^\s?#]*)?$")
@@ -37,6 +39,16 @@ def checked(state: CatalogState, claim: Candidate | None) -> Candidate | None:
             evolve(claim, route=None),
             Reason.ENV_REFERENCE_REJECTED,
             f"{field} starts with os.environ/, which LiteLLM would read from its own environment",
+            claim.refs,
+        )
+    api_base = claim.route.api_base
+    if claim.route.api_key is None and api_base is not None and not _ambient_allowed(state, api_base):
+        # Whatever produced it: a keyless route makes LiteLLM use its own credentials.
+        return _with_last_good(
+            state,
+            evolve(claim, route=None),
+            Reason.AMBIENT_CREDENTIAL_REJECTED,
+            _ambient_refusal(api_base, "a route without a key lets LiteLLM use its own credentials"),
             claim.refs,
         )
     return claim
@@ -80,7 +92,37 @@ def _with_last_good(
         if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING
         else None
     )
+    if route is not None and isinstance(route.api_key, SecretKey):
+        # The last good route is kept only while the Secret its key came from still allows it: deleting,
+        # unlabelling or un-annotating a Secret withdraws its key from LiteLLM (the row is deleted).
+        key = route.api_key
+        lost = _grant_lost(state, key, route.api_base)
+        if lost is not None:
+            route = None
+            message = f"{message}; its last good route is withdrawn: {lost}"
+        ref = secret_ref(key.name)
+        if ref not in refs:
+            refs = (*refs, ref)  # so the Secret stays watched, and a change to it re-derives this item
     return evolve(base, route=route, reason=reason, message=message, refs=refs)
+
+
+def _grant_lost(state: CatalogState, key: SecretKey, api_base: str | None) -> str | None:
+    """Why Secret ``key`` no longer allows a route to ``api_base``, or None (also while it is unread)."""
+    what = f"Secret {key.namespace}/{key.name}"
+    if key.name == state.config.litellm_master_key_secret:
+        return f"{what} holds the LiteLLM master key"
+    if key.name not in state.observed.secrets_scope:
+        return None
+    secret = state.observed.secrets.get(key.name)
+    if secret is None:
+        return f"{what} was deleted or is no longer a model-provider Secret"
+    if secret.uid != key.uid:
+        return f"{what} was deleted and created again"
+    if secret.service_account_token or not secret.allowed:
+        return f"{what} is no longer a model-provider Secret"
+    if api_base is not None and _destination_refused(secret, api_base):
+        return f"{what} no longer allows its key to be sent to {_origin(api_base)}"
+    return None
 
 
 def kubeai_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate | None:
@@ -121,10 +163,13 @@ def _inline_key(fp: str) -> _KeyResolution:
     return None, Reason.INVALID_FIELD, f"the inline API key {why}", ()
 
 
-def _resolve_key(state: CatalogState, spec: SecretKeyRef | InlineKey | None) -> _KeyResolution:
-    """The key a route sends, or why there is none. Every Secret reference, whatever its source, passes
-    the same allow-list (behaviour §1.5): whoever edits models.json or a ModelActivation must not be able to
-    make the controller hand out a Secret its author could not read."""
+def _resolve_key(
+    state: CatalogState, spec: SecretKeyRef | InlineKey | None, api_base: str | None
+) -> _KeyResolution:
+    """The key a route to ``api_base`` sends, or why there is none. Every Secret reference, whatever its
+    source, passes the same allow-list (behaviour §1.5): whoever edits models.json or a ModelActivation must
+    not be able to make the controller hand out a Secret its author could not read, nor send its key to any
+    other API base than the ones the Secret itself names."""
     if spec is None:
         return None, None, "", ()
     if isinstance(spec, InlineKey):
@@ -169,17 +214,129 @@ def _resolve_key(state: CatalogState, spec: SecretKeyRef | InlineKey | None) -> 
     if why is not None:
         reason = Reason.ENV_REFERENCE_REJECTED if fp == ENV_REFERENCE else Reason.SECRET_VALUE_INVALID
         return None, reason, f"the value of key {spec.key!r} of {what} {why}", refs
+    if api_base is not None and _destination_refused(secret, api_base):
+        return None, Reason.SECRET_API_BASE_NOT_ALLOWED, _how_to_send(state, secret, api_base), refs
     key = SecretKey(ns, spec.name, spec.key, secret.uid, secret.resource_version, fp)
     return key, None, "", refs
+
+
+@functools.lru_cache(maxsize=256)
+def _patterns(entries: tuple[str, ...]) -> tuple[DestinationPattern, ...]:
+    return tuple(p for p in map(DestinationPattern.parse, entries) if p is not None)
+
+
+def _destination_refused(secret: SecretInfo, api_base: str) -> bool:
+    """Whether ``secret`` does not name ``api_base`` among the API bases its key may be sent to."""
+    destination = Destination.of(api_base)
+    return destination is None or not any(p.allows(destination) for p in _patterns(secret.api_bases))
+
+
+def _origin(api_base: str) -> str:
+    """``scheme://host[:port]`` of ``api_base`` (never its credential parts), to name it in a message."""
+    destination = Destination.of(api_base)
+    return (
+        destination.origin if destination is not None else "an apiBase whose host cannot be told for certain"
+    )
+
+
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9._:/,=-]+$")
+
+
+def _how_to_send(state: CatalogState, secret: SecretInfo, api_base: str) -> str:
+    """SecretApiBaseNotAllowed's message: what the Secret allows, and the command that allows this too."""
+    ns, name = state.config.namespace, secret.name
+    what = f"Secret {ns}/{name}"
+    destination = Destination.of(api_base)
+    if destination is None:
+        return (
+            f"{what} is never sent to an apiBase whose host cannot be told for certain "
+            "(apiBase must be http(s)://host[:port]/...)"
+        )
+    allowed = [str(p) for p in _patterns(secret.api_bases)]
+    ignored = [e for e in secret.api_bases if DestinationPattern.parse(e) is None]
+    said = (
+        f"allows its key to be sent only to its provider's own API and {', '.join(allowed)}"
+        if allowed
+        else "names no API base its key may be sent to besides its provider's own "
+        f"(annotation {PROVIDER_SECRET_API_BASES})"
+    )
+    if ignored:
+        said += (
+            f" (entries that are not API base patterns, ignored: {', '.join(shown(e) for e in ignored[:3])})"
+        )
+    value = f"{PROVIDER_SECRET_API_BASES}={','.join([*allowed, destination.origin])}"
+    if not _SHELL_SAFE.match(value):
+        value = f"'{value}'"
+    return (
+        f"{what} {said}, not {destination.origin}; if its key may go there, annotate it: "
+        f"kubectl annotate secret -n {ns} {name} --overwrite {value}"
+    )
+
+
+# Providers whose every credential in LiteLLM is the route's api_key (LiteLLM 1.84.0 and 1.108.7: the
+# route's api_key, else the environment's; nothing else is attached): an explicit key stops LiteLLM from
+# using its own. Any other provider may attach LiteLLM's identity whatever the key (Azure's AD token,
+# Vertex AI's and Bedrock's cloud identity, Ollama's OLLAMA_API_KEY), and so may a model whose provider
+# LiteLLM would guess from its name.
+KEY_ONLY_PROVIDERS: frozenset[str] = frozenset(
+    {"openai", "custom_openai", "text-completion-openai", "hosted_vllm"}
+)
+
+
+def route_provider(model: ExternalModel) -> str | None:
+    """The LiteLLM provider ``model`` names: ``customLlmProvider``, else the prefix of its model. As
+    written: LiteLLM compares provider names as they are, so ``OpenAI`` is not ``openai`` to it either."""
+    if model.custom_llm_provider:
+        return model.custom_llm_provider.strip()
+    prefix, slash, _ = model.litellm_model.partition("/")
+    return prefix.strip() if slash else None
+
+
+def _ambient_allowed(state: CatalogState, api_base: str) -> bool:
+    destination = Destination.of(api_base)
+    patterns = _patterns(state.config.ambient_credential_api_bases)
+    return destination is not None and any(p.allows(destination) for p in patterns)
+
+
+def _ambient_guard(
+    state: CatalogState, model: ExternalModel, api_key: ApiKeyRef | None
+) -> tuple[ApiKeyRef | None, str | None]:
+    """The key an external route sends so LiteLLM never sends its own credentials to a custom API base the
+    cluster admin did not allow (behaviour §1.5), or why the route cannot be published."""
+    if model.api_base is None or isinstance(api_key, SecretKey) or _ambient_allowed(state, model.api_base):
+        # its provider's own API, or an API base the admin allowed (in the Secret, or for LiteLLM's own)
+        return api_key, None
+    provider = route_provider(model)
+    if provider in KEY_ONLY_PROVIDERS:
+        return (api_key if api_key is not None else NO_KEY), None
+    which = (
+        f"provider {shown(provider)} may attach LiteLLM's own credentials"
+        if provider
+        else "the model names no provider (provider/model or customLlmProvider), so LiteLLM would guess one, "
+        "which may attach LiteLLM's own credentials"
+    )
+    return None, _ambient_refusal(model.api_base, which)
+
+
+def _ambient_refusal(api_base: str, which: str) -> str:
+    origin = _origin(api_base)
+    return (
+        f"{which} (its environment's keys, its cloud identity) and {origin} is not among the API bases the "
+        "cluster admin allowed for them (CATALOG_AMBIENT_CREDENTIAL_API_BASES); use apiKeySecretRef with a "
+        f"Secret that allows {origin}, or, for an OpenAI-compatible server, openai/<model>"
+    )
 
 
 def _external_claim(state: CatalogState, base: Candidate, model: ExternalModel, spec: Origin) -> Candidate:
     if not model.enabled:
         return _with_last_good(state, base, Reason.DISABLED, "enabled is false")
     base = evolve(base, warnings=model.warnings)
-    api_key, reason, message, refs = _resolve_key(state, model.api_key)
+    api_key, reason, message, refs = _resolve_key(state, model.api_key, model.api_base)
     if reason is not None:
         return _with_last_good(state, base, reason, message, refs)
+    api_key, refused = _ambient_guard(state, model, api_key)
+    if refused is not None:
+        return _with_last_good(state, base, Reason.AMBIENT_CREDENTIAL_REJECTED, refused, refs)
     route = external_route(model, base.item, spec, api_key)
     return evolve(base, route=route, refs=refs)
 

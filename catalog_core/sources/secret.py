@@ -10,6 +10,10 @@ import attrs
 from catalog_core import raw
 from catalog_core.redact import SERVICE_ACCOUNT_TOKEN, redacted_fingerprint
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
+from catalog_core.trim import PROVIDER_SECRET_API_BASES
+from catalog_core.urls import pattern_entries
+
+MAX_API_BASES = 32  # entries of the API bases annotation read (each is named in messages about the Secret)
 
 
 @attrs.frozen
@@ -21,6 +25,9 @@ class SecretInfo:
     keys: frozenset[str]
     fingerprints: tuple[tuple[str, str], ...]
     service_account_token: bool = False  # never handed out, whatever its labels (behaviour §1.5)
+    # The API bases its key may be sent to besides its provider's own, as written in its annotation
+    # (behaviour §1.5; patterns: catalog_core.urls.DestinationPattern).
+    api_bases: tuple[str, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -48,6 +55,9 @@ class SecretInfo:
             keys=frozenset(k for k, _ in fps),
             fingerprints=fps,
             service_account_token=obj.get("type") == SERVICE_ACCOUNT_TOKEN,
+            api_bases=pattern_entries(
+                raw.string_map(obj, "metadata", "annotations").get(PROVIDER_SECRET_API_BASES, "")
+            )[:MAX_API_BASES],
         )
 
 

@@ -34,9 +34,11 @@ def kubeai_row(
     return {"model_name": name, "litellm_params": params, "model_info": info}
 
 
-def external_row(name: str, model: str, api_key: str, **limits: int) -> dict[str, Any]:
+def external_row(
+    name: str, model: str, api_key: str | None, *, api_base: str | None = None, **limits: int
+) -> dict[str, Any]:
     """behaviour §1.2: an external definition (the key read from its Secret and written in clear, as
-    today)."""
+    today; none for an item without a key)."""
     info: dict[str, Any] = {
         "id": f"ai-appliance-external-{name}",
         "ai_appliance_managed": True,
@@ -45,7 +47,12 @@ def external_row(name: str, model: str, api_key: str, **limits: int) -> dict[str
         "source": "external",
         **limits,
     }
-    return {"model_name": name, "litellm_params": {"model": model, "api_key": api_key}, "model_info": info}
+    params: dict[str, Any] = {"model": model}
+    if api_base is not None:
+        params["api_base"] = api_base
+    if api_key is not None:
+        params["api_key"] = api_key
+    return {"model_name": name, "litellm_params": params, "model_info": info}
 
 
 def _positive(value: Any) -> int | None:

@@ -176,9 +176,14 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
     world = make_world(kube_peer, litellm_peer, tmp_path, "upgrade-ai")
     try:
         key = "sk-upgrade-openai-0001"
+        gateway, local = "https://gw.upgrade.example/v1", "http://10.9.8.7:8000/v1"
         legacy_rows = [
             legacy.kubeai_row("mct-llama", context=8192),
             legacy.external_row("mct-gpt", "openai/mct-gpt", key, max_input_tokens=128000),
+            # the Secret's key sent to a gateway: kept once the Secret names it (the README's upgrade step)
+            legacy.external_row("mct-gw", "openai/mct-gw", key, api_base=gateway),
+            # a keyless local server: now written with the key none, so LiteLLM never sends its own
+            legacy.external_row("mct-local", "openai/mct-local", None, api_base=local),
             legacy.kubeai_row("mct-retired"),  # its Model is gone: today's controller would delete it too
         ]
         for row in [*legacy_rows, MESH, HAND]:
@@ -199,7 +204,14 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {"name": "ai-model-provider-openai", "namespace": "ai"},
+                "metadata": {
+                    "name": "ai-model-provider-openai",
+                    "namespace": "ai",
+                    # README, "Before you upgrade: say where each provider Secret's key may go"
+                    "annotations": {
+                        "appliance.magicstick.dev/model-provider-api-bases": "https://gw.upgrade.example"
+                    },
+                },
                 "stringData": {"apiKey": key},
             },
             {
@@ -215,7 +227,14 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
                                     "model": "openai/mct-gpt",
                                     "apiKeySecretRef": {"name": "ai-model-provider-openai", "key": "apiKey"},
                                     "contextWindow": 128000,
-                                }
+                                },
+                                {
+                                    "name": "mct-gw",
+                                    "model": "openai/mct-gw",
+                                    "apiBase": gateway,
+                                    "apiKeySecretRef": {"name": "ai-model-provider-openai", "key": "apiKey"},
+                                },
+                                {"name": "mct-local", "model": "openai/mct-local", "apiBase": local},
                             ]
                         }
                     )
@@ -246,15 +265,21 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
         names = Counter(
             r["model_name"] for r in after.values() if r["model_info"].get("ai_appliance_owner") == OWNER
         )
-        assert names == Counter({"mct-llama": 1, "mct-gpt": 1})
-        for rid in ("ai-appliance-kubeai-mct-llama", "ai-appliance-external-mct-gpt"):
+        assert names == Counter({"mct-llama": 1, "mct-gpt": 1, "mct-gw": 1, "mct-local": 1})
+        adopted = [f"ai-appliance-{s}" for s in ("kubeai-mct-llama", "external-mct-gpt", "external-mct-gw")]
+        adopted.append("ai-appliance-external-mct-local")
+        for rid in adopted:
             assert after[rid]["model_info"]["ai_appliance_owner"] == OWNER
             assert after[rid]["model_info"]["ai_appliance_managed"] is True
         writes = litellm_writes(first)
-        for rid in ("ai-appliance-kubeai-mct-llama", "ai-appliance-external-mct-gpt"):
+        for rid in adopted:
             assert writes[("litellm-update", rid)] <= 1, writes
             for op in ("litellm-create", "litellm-recreate", "litellm-delete"):
                 assert writes[(op, rid)] == 0, writes
+        keys = {c["model_id"]: c.get("api_key") for c in commands(first) if c["t"] == "litellm-update"}
+        assert keys["ai-appliance-external-mct-local"] == {"t": "literal", "value": "none"}
+        assert keys["ai-appliance-external-mct-gw"]["name"] == "ai-model-provider-openai"
+        assert after["ai-appliance-external-mct-gw"]["litellm_params"]["api_base"] == gateway
         assert writes[("litellm-delete", "ai-appliance-kubeai-mct-retired")] == 1
         # foreign rows byte-identical
         for rid in (MESH["model_info"]["id"], HAND["model_info"]["id"]):
@@ -297,7 +322,7 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
         # want (behaviour §2.1, §3). Each of its models finds exactly one managed row of that name, with the
         # id it would keep; the Mesh and hand-made rows are not managed, so it leaves them alone.
         rows = litellm.rows()
-        for name in ("mct-llama", "mct-gpt"):
+        for name in ("mct-llama", "mct-gpt", "mct-gw", "mct-local"):
             (row,) = [
                 r
                 for r in rows.values()

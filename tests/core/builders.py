@@ -59,14 +59,29 @@ def external_configmap(
 PROVIDER_LABELS = {"appliance.magicstick.dev/model-provider-secret": "true"}
 
 
+API_BASES_ANNOTATION = "appliance.magicstick.dev/model-provider-api-bases"
+
+
 def secret(
-    name: str, data: dict[str, str], *, labels: dict[str, str] | None = None, rv: str = "1"
+    name: str,
+    data: dict[str, str],
+    *,
+    labels: dict[str, str] | None = None,
+    rv: str = "1",
+    api_bases: str | None = None,
+    uid: str | None = None,
 ) -> dict[str, Any]:
-    """A model-provider Secret (labelled, behaviour §1.5) unless ``labels`` says otherwise."""
+    """A model-provider Secret (labelled, behaviour §1.5) unless ``labels`` says otherwise; ``api_bases``
+    is its annotation naming where its key may be sent besides its provider's own API."""
+    meta = _meta(name, labels=PROVIDER_LABELS if labels is None else labels, resourceVersion=rv)
+    if api_bases is not None:
+        meta["annotations"] = {API_BASES_ANNOTATION: api_bases}
+    if uid is not None:
+        meta["uid"] = uid
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(name, labels=PROVIDER_LABELS if labels is None else labels, resourceVersion=rv),
+        "metadata": meta,
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
 

@@ -115,7 +115,9 @@ SEEDS: dict[SourceKind, dict[str, Any]] = {
     ),
     SourceKind.SERVICES: _with(b.service("rt"), "spec", "type", value="ClusterIP"),
     SourceKind.SECRETS: _with(
-        b.secret("ai-model-provider-x", {"apiKey": "sk-provider"}), "stringData", value={"other": "v"}
+        b.secret("ai-model-provider-x", {"apiKey": "sk-provider"}, api_bases="https://api.example"),
+        "stringData",
+        value={"other": "v"},
     ),
     SourceKind.AGENT_TEMPLATES: b.agent_template(
         "litellm-default",
@@ -176,7 +178,7 @@ _BASE.start(
     *SEEDS.values(),
     _configmap(DOCUMENT, dump=True),
     b.activation("act-local", kind="local"),
-    b.secret("ai-model-provider-x", {"apiKey": "sk-provider"}),
+    b.secret("ai-model-provider-x", {"apiKey": "sk-provider"}, api_bases="https://api.example"),
     rows=[b.row("good", "ai-appliance-kubeai-good", owner="model-catalog")],
 )
 STATE = _BASE.state

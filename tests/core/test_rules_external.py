@@ -162,13 +162,16 @@ def test_missing_secret_and_missing_key():
     assert c.model_ids() == ["by-name", "gpt-4o"]
 
 
-def test_deleting_the_secret_keeps_the_last_good_route():
+def test_deleting_the_secret_withdraws_its_key_from_litellm():
+    """Revocation (issue 32 item 3): a deleted provider Secret's key does not stay in LiteLLM as the
+    item's last good route; the row goes within the tick that sees the deletion."""
     c = Cluster()
     c.start(b.external_configmap([OPENAI]), b.secret("openai", {"apiKey": "v"}))
     c.delete(b.secret("openai", {"apiKey": "v"}))
-    assert "ai-appliance-external-gpt-4o" in c.world.rows
-    assert c.record("gpt-4o")["reason"] == "SecretNotAllowed"  # deleted, or its label removed
-    assert c.record("gpt-4o")["servingLastGood"] is True
+    assert "ai-appliance-external-gpt-4o" not in c.world.rows
+    rec = c.record("gpt-4o")
+    assert rec["reason"] == "SecretNotAllowed"  # deleted, or its label removed
+    assert "servingLastGood" not in rec and "last good route is withdrawn" in rec["message"]
 
 
 def test_disabled_item_is_withdrawn():

@@ -187,10 +187,10 @@ def test_upgrade_an_external_model_whose_secret_is_not_labelled_is_withheld_unti
     assert c.record("m")["reason"] == "Published"
 
 
-def test_removing_the_label_is_reported_and_stops_new_uses():
-    """A label-selected watch sees a label removed as the Secret deleted: the last good route stays
-    (behaviour §8),
-    the record says SecretNotAllowed with how to allow it, and no other item can start using it."""
+def test_removing_the_label_is_reported_and_stops_every_use():
+    """A label-selected watch sees a label removed as the Secret deleted: the right to it is lost, so the
+    route that carried its key is withdrawn (issue 32 item 3), the record says SecretNotAllowed with how to
+    allow it, and no other item can start using it."""
     ref = {"name": "openai", "key": "apiKey"}
     c = Cluster()
     c.start(
@@ -200,7 +200,8 @@ def test_removing_the_label_is_reported_and_stops_new_uses():
     assert c.model_ids() == ["m"]
     c.delete(b.secret("openai", {"apiKey": "v"}, rv="2"))
     rec = c.record("m")
-    assert (rec["reason"], rec["servingLastGood"]) == ("SecretNotAllowed", True)
+    assert rec["reason"] == "SecretNotAllowed" and "servingLastGood" not in rec
+    assert "ai-appliance-external-m" not in c.world.rows
     assert LABEL_HINT.format(name="openai") in rec["message"]
     c.apply(b.activation("newcomer", external={"model": "openai/y", "apiKeySecretRef": ref}))
     assert c.record("newcomer")["reason"] == "SecretNotAllowed"

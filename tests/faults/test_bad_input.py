@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import pytest
 
-from catalog_core.commands import EmitKubernetesEvent, PatchAgentTemplate
+from catalog_core.commands import EmitKubernetesEvent, LiteralKey, PatchAgentTemplate
 from catalog_core.events import SourceKind, SourceUnavailable, Unavailability
 from tests.core import builders as b
 from tests.core.harness import Cluster
@@ -189,6 +189,30 @@ def _one_ready_line(c: Cluster) -> None:
     ], lines
 
 
+def _published(c: Cluster, name: str) -> None:
+    assert c.record(name)["state"] == "published", c.record(name)
+
+
+def _withdrawn(name: str, rid: str) -> Callable[[Cluster], Any]:
+    """Revocation: the route that carried the key is gone from LiteLLM and the catalog."""
+
+    def check(c: Cluster) -> None:
+        assert rid not in c.world.rows, rid
+        assert name not in c.model_ids(), name
+        assert "servingLastGood" not in c.record(name), c.record(name)
+
+    return check
+
+
+def _explicit_key(rid: str) -> Callable[[Cluster], Any]:
+    def check(c: Cluster) -> None:
+        writes = [x for x in c.commands if getattr(x, "model_id", None) == rid and hasattr(x, "api_key")]
+        assert writes and all(x.api_key == LiteralKey("none") for x in writes), writes
+
+    return check
+
+
+GW_REF = {"name": "ai-model-provider-gw", "key": "k"}
 SA_TOKEN_REF = {"name": "ai-model-provider-token", "key": "token"}
 EMPTY_REF = {"name": "ai-model-provider-empty", "key": "k"}
 UNDECODABLE_REF = {"name": "ai-model-provider-bytes", "key": "k"}
@@ -550,6 +574,91 @@ CASES = [
         "mk-steal",
         "error",
         "SecretNotAllowed",
+    ),
+    Case(
+        "secret-to-attacker-api-base",
+        "models.json apiKeySecretRef to an allow-listed Secret with the attacker's apiBase",
+        ext(
+            {
+                "name": "sab",
+                "model": "openai/sab",
+                "apiBase": "https://attacker.example/v1",
+                "apiKeySecretRef": ACME,
+            }
+        ),
+        "external",
+        "sab",
+        "error",
+        "SecretApiBaseNotAllowed",
+        check=lambda c: _says(
+            c,
+            "sab",
+            "kubectl annotate secret -n ai ai-model-provider-acme --overwrite "
+            "appliance.magicstick.dev/model-provider-api-bases=https://attacker.example",
+        ),
+    ),
+    Case(
+        "activation-secret-to-attacker-api-base",
+        "a ModelActivation naming an allow-listed Secret and the attacker's apiBase",
+        act(
+            "asab",
+            external={"model": "openai/x", "apiBase": "https://attacker.example", "apiKeySecretRef": ACME},
+        ),
+        "modelactivation",
+        "asab",
+        "error",
+        "SecretApiBaseNotAllowed",
+        before=act("asab", external={"model": "openai/x", "apiKeySecretRef": ACME}),
+    ),
+    Case(
+        "secret-un-annotated",
+        "the API base removed from the Secret's annotation while a route sends its key there",
+        lambda c: (
+            c.apply(b.secret("ai-model-provider-gw", {"k": CANARY}, api_bases="https://gw.example.com")),
+            ext(
+                {
+                    "name": "gw",
+                    "model": "openai/gw",
+                    "apiBase": "https://gw.example.com/v1",
+                    "apiKeySecretRef": GW_REF,
+                }
+            )(c),
+            _published(c, "gw"),
+            c.apply(b.secret("ai-model-provider-gw", {"k": CANARY}, rv="2")),
+        ),
+        "external",
+        "gw",
+        "error",
+        "SecretApiBaseNotAllowed",
+        check=_withdrawn("gw", "ai-appliance-external-gw"),
+    ),
+    Case(
+        "keyless-azure-api-base",
+        "a keyless azure/ item with its own apiBase (LiteLLM would send AZURE_API_KEY there)",
+        ext({"name": "amb", "model": "azure/gpt-4o", "apiBase": "https://attacker.example"}),
+        "external",
+        "amb",
+        "error",
+        "AmbientCredentialRejected",
+    ),
+    Case(
+        "keyless-guessed-provider",
+        "a keyless ModelActivation whose model names no provider, with its own apiBase",
+        act("guess", external={"model": "gpt-4o", "apiBase": "https://attacker.example/v1"}),
+        "modelactivation",
+        "guess",
+        "error",
+        "AmbientCredentialRejected",
+    ),
+    Case(
+        "keyless-openai-compatible",
+        "a keyless openai/ item with its own apiBase (a local server): sent with the key none",
+        ext({"name": "local", "model": "openai/local", "apiBase": "http://10.1.2.3:8000/v1"}),
+        "external",
+        "local",
+        "published",
+        "Published",
+        check=_explicit_key("ai-appliance-external-local"),
     ),
     Case(
         "service-account-token",
@@ -1297,23 +1406,38 @@ def _rv(stage: Stage) -> str:
 @pytest.mark.faults
 def test_provider_secret_deleted_while_in_use(input_stage: Any) -> None:
     stage, _ = input_stage
+    """Revocation (issue 32 item 3): the routes that carried the deleted Secret's key leave LiteLLM, the
+    others stay; the Secret created again publishes them again."""
     outcome = _outcome(
         "secret-deleted", "the provider Secret deleted while two routes use it", "SecretNotFound"
     )
     secret = stage.admin.get("v1", "Secret", stage.ns, PROVIDER_SECRET)
     assert secret is not None
+    keyed = {"ext-good": "ai-appliance-external-ext-good", "act-good": "ai-appliance-external-act-good"}
     stage.admin.delete("v1", "Secret", stage.ns, PROVIDER_SECRET)
     wait_until(record_is(stage, "external", "ext-good", "error", "SecretNotFound"), 30, what="SecretNotFound")
-    outcome.check("the last good routes stay published", good_published(stage))
+    wait_until(lambda: not set(keyed.values()) & set(stage.litellm.rows()), 30, what="the keyed rows deleted")
+    outcome.check("the other routes stay published", good_published(stage, ("kube-good", "ok")))
+
+    def ours_in_catalog() -> set[str]:
+        # (a hand-made row also named ext-good stays: it is not ours, and it never carried the key)
+        models = json.loads(stage.catalog_data().get("catalog.json", '{"models": []}'))["models"]
+        return {m["id"] for m in models if m["id"] in keyed and m["managed"]}
+
+    wait_until(lambda: not ours_in_catalog(), 30, what="the keyed routes withdrawn from the catalog")
     record = stage.record("modelactivation", "act-good") or {}
     outcome.measured["observed"] = (
-        f"error/SecretNotFound (activation: {record.get('state')}/{record.get('reason')})"
+        f"error/SecretNotFound (activation: {record.get('state')}/{record.get('reason')}); "
+        "its routes withdrawn"
     )
     for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
         secret["metadata"].pop(key, None)
     stage.admin.create(secret)
     stage.wait_converged(30)
-    outcome.user_sees = "routes.json error/SecretNotFound and an Event; the routes keep their last good key"
+    outcome.check("published again once the Secret is back", good_published(stage))
+    outcome.user_sees = (
+        "routes.json error/SecretNotFound and an Event; the routes that carried its key leave LiteLLM"
+    )
     assert not outcome.failed(), outcome.failed()
 
 

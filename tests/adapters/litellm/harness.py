@@ -30,6 +30,7 @@ from catalog_core.events import (
     CommandCompleted,
     Event,
     LiteLLMRowsObserved,
+    ObjectUpserted,
     SourceKind,
     SourceListed,
     Ticked,
@@ -73,22 +74,28 @@ def kubeai_object(
 PROVIDER_LABELS = {"appliance.magicstick.dev/model-provider-secret": "true"}
 
 
+API_BASES_ANNOTATION = "appliance.magicstick.dev/model-provider-api-bases"
+
+
 def secret_object(
-    name: str, data: Mapping[str, str], labels: Mapping[str, str] | None = None
+    name: str,
+    data: Mapping[str, str],
+    labels: Mapping[str, str] | None = None,
+    api_bases: str | None = None,
+    resource_version: str = "1",
 ) -> dict[str, Any]:
-    """A model-provider Secret (labelled, behaviour §1.5) unless ``labels`` says otherwise."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "labels": dict(PROVIDER_LABELS if labels is None else labels),
-        },
-        "stringData": dict(data),
+    """A model-provider Secret (labelled, behaviour §1.5) unless ``labels`` says otherwise; ``api_bases``:
+    where its key may be sent besides its provider's own API."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": NAMESPACE,
+        "uid": f"uid-{name}",
+        "resourceVersion": resource_version,
+        "labels": dict(PROVIDER_LABELS if labels is None else labels),
     }
+    if api_bases is not None:
+        meta["annotations"] = {API_BASES_ANNOTATION: api_bases}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "stringData": dict(data)}
 
 
 # These scenarios prove one write per change against LiteLLM, with changes a tick apart on a still
@@ -147,10 +154,27 @@ class Harness:
         }
         return name
 
-    def add_secret(self, name: str, data: Mapping[str, str], labels: Mapping[str, str] | None = None) -> None:
-        redacted = redact_secret(secret_object(name, data, labels))
+    def add_secret(
+        self,
+        name: str,
+        data: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+        api_bases: str | None = None,
+    ) -> None:
+        redacted = redact_secret(secret_object(name, data, labels, api_bases))
         self.vault.replace_secret(NAMESPACE, name, redacted.secrets)
         self.world.secrets[name] = redacted.obj
+
+    def edit_secret(
+        self, name: str, data: Mapping[str, str], *, resource_version: str, api_bases: str | None = None
+    ) -> None:
+        """An edit of a Secret the core has read, as its watch reports it (a new resourceVersion)."""
+        redacted = redact_secret(
+            secret_object(name, data, None, api_bases, resource_version=resource_version)
+        )
+        self.vault.replace_secret(NAMESPACE, name, redacted.secrets)
+        self.world.secrets[name] = redacted.obj
+        self.fold([ObjectUpserted(SourceKind.SECRETS, redacted.obj)])
 
     def listings(self) -> list[Event]:
         """Every catalog source, listed in full (Secrets come through the WatchSecrets command)."""
