@@ -18,7 +18,7 @@ Cancelling the host's task group stops the catalog.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,6 +32,7 @@ from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.ports import Executor
 from adapters.vault import SecretVault
+from app.fed import FedRedactions
 from app.heap import keep_heap_frozen
 from app.loop import CatalogLoop, Recorder, Telemetry
 from app.options import CatalogOptions, options_of
@@ -45,7 +46,6 @@ from catalog_core.events import (
     SourceListed,
 )
 from catalog_core.plan import all_records, awaits_litellm_poll, catalog_inputs_known, rendered_catalog
-from catalog_core.redact import redact_for_source
 from catalog_core.registry import CATALOG_KINDS as CATALOG_SOURCES
 from catalog_core.state import CatalogState
 
@@ -146,6 +146,7 @@ class ModelCatalog:
             leading=leading,
         )
         self._ready = anyio.Event()
+        self._fed = FedRedactions()
         if host_metrics is not None:
             self._bind_gauges(host_metrics)
 
@@ -212,21 +213,29 @@ class ModelCatalog:
         """Feed a raw event; objects in it must already be redacted (see ``listed``/``upserted``)."""
         await self.loop.send(event)
 
-    def _redact(self, source: SourceKind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        redacted = redact_for_source(source.value, obj)
-        if redacted.secrets:
-            self.vault.update(redacted.secrets)
-        return redacted.obj
+    async def _redacted(
+        self, source: SourceKind, objects: Sequence[Mapping[str, Any]], *, replace: bool = False
+    ) -> tuple[Mapping[str, Any], ...]:
+        """Redacted as the watches redact (the fingerprints off the event loop); values to the vault."""
+        out = []
+        for redacted in await self._fed.redact(source, objects, replace=replace):
+            if redacted.secrets:
+                self.vault.update(redacted.secrets)
+            out.append(redacted.obj)
+        return tuple(out)
 
     async def listed(self, source: SourceKind, objects: Iterable[Mapping[str, Any]]) -> None:
         """The host's full current content of ``source`` (e.g. its ModelActivation cache)."""
-        await self.loop.send(SourceListed(source, tuple(self._redact(source, o) for o in objects)))
+        await self.loop.send(SourceListed(source, await self._redacted(source, tuple(objects), replace=True)))
 
     async def upserted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
-        await self.loop.send(ObjectUpserted(source, self._redact(source, obj)))
+        (redacted,) = await self._redacted(source, (obj,))
+        await self.loop.send(ObjectUpserted(source, redacted))
 
     async def deleted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
-        await self.loop.send(ObjectDeleted(source, self._redact(source, obj)))
+        (redacted,) = await self._redacted(source, (obj,))
+        self._fed.forget(source, obj)
+        await self.loop.send(ObjectDeleted(source, redacted))
 
     # --- reading
     @property
