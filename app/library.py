@@ -26,6 +26,8 @@ import attrs
 import httpx
 
 from adapters.kube import KubeAdapters
+from adapters.kube.api import KubeApi
+from adapters.kube.master_key import DEFAULT_TIMEOUT, read_master_key
 from adapters.kube.settings import KubeSettings
 from adapters.litellm.client import LiteLLMClient
 from adapters.litellm.executor import LiteLLMExecutor
@@ -44,6 +46,8 @@ from catalog_core.events import (
     ObjectUpserted,
     SourceKind,
     SourceListed,
+    SourceUnavailable,
+    Unavailability,
 )
 from catalog_core.plan import all_records, awaits_litellm_poll, catalog_inputs_known, rendered_catalog
 from catalog_core.registry import CATALOG_KINDS as CATALOG_SOURCES
@@ -53,18 +57,40 @@ if TYPE_CHECKING:
     from adapters.telemetry import Telemetry as OtelTelemetry
 
 
+DETAIL_LIMIT = 200  # characters of a host's "my read failed" detail kept in the state and event log
+
+
 @attrs.frozen
 class CatalogView:
-    """What is published now: the ConfigMap data (None before the first write) and routes.json records."""
+    """What is published now: the ConfigMap data and the routes.json records.
+
+    ``ready`` is False until every source has been read once (a host source: once the host has ``listed``
+    it) and LiteLLM observed. Until then ``routes`` is empty and ``catalog`` None, which says nothing about
+    any model: a host must not act on a model's absence from a view that is not ready (a restart would
+    otherwise look like every route withdrawn). ``catalog_hash`` is the hash of the catalog ConfigMap as
+    last read or written (None before the ConfigMap was seen)."""
 
     catalog: Mapping[str, str] | None
     catalog_hash: str | None
     routes: tuple[Mapping[str, Any], ...]
     leading: bool
+    ready: bool = False
 
     def route(self, name: str) -> list[Mapping[str, Any]]:
         """The records of one model name or logical name."""
         return [r for r in self.routes if name in (r["name"], r["logicalName"])]
+
+
+async def read_litellm_master_key(
+    api_client: Any, config: CatalogConfig, *, timeout: float = DEFAULT_TIMEOUT
+) -> str:
+    """The LiteLLM master key from the Secret LiteLLM uses (``config.litellm_master_key_secret``, key
+    ``LITELLM_MASTER_KEY``, in LiteLLM's namespace ``config.namespace``), read with the host's
+    kubernetes-asyncio ``ApiClient``. Raises ``MasterKeyError`` (what to fix, never the value) when it is
+    not readable within ``timeout`` seconds."""
+    return await read_master_key(
+        KubeApi(api_client), config.namespace, config.litellm_master_key_secret, timeout=timeout
+    )
 
 
 class ModelCatalog:
@@ -204,6 +230,11 @@ class ModelCatalog:
         """Every source has been read once and LiteLLM observed: what is published is decided."""
         await self._ready.wait()
 
+    @property
+    def ready(self) -> bool:
+        """What ``wait_ready`` waits for, now (and what ``view().ready`` says): safe from any thread."""
+        return catalog_inputs_known(self.loop.ticked)
+
     async def set_leading(self, leading: bool) -> None:
         """For a host that runs its own leader election: only the leader writes."""
         await self.loop.send(LeadershipChanged(leading))
@@ -225,7 +256,9 @@ class ModelCatalog:
         return tuple(out)
 
     async def listed(self, source: SourceKind, objects: Iterable[Mapping[str, Any]]) -> None:
-        """The host's full current content of ``source`` (e.g. its ModelActivation cache)."""
+        """The host's full current content of ``source`` (e.g. its ModelActivation cache): anything not in
+        it is gone. After a read of the host's own that failed, call ``read_failed`` instead: an empty
+        listing withdraws every route of the source."""
         await self.loop.send(SourceListed(source, await self._redacted(source, tuple(objects), replace=True)))
 
     async def upserted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
@@ -237,21 +270,33 @@ class ModelCatalog:
         self._fed.forget(source, obj)
         await self.loop.send(ObjectDeleted(source, redacted))
 
+    async def read_failed(self, source: SourceKind, detail: str = "", *, forbidden: bool = False) -> None:
+        """The host could not read ``source`` this time: the catalog keeps the content last listed (and
+        the routes from it) and shows the source as failing (``forbidden``: denied) until the next
+        ``listed``. Before a first ``listed`` nothing is planned at all, as for a watch that cannot list.
+        ``detail`` (a short reason, e.g. the HTTP status) is kept in the state and the event log: no
+        secret in it."""
+        status = Unavailability.FORBIDDEN if forbidden else Unavailability.FAILING
+        await self.loop.send(SourceUnavailable(source, status, detail[:DETAIL_LIMIT]))
+
     # --- reading
     @property
     def state(self) -> CatalogState:
         return self.loop.state
 
     def view(self) -> CatalogView:
-        state = self.loop.state
+        """What is published, as of the loop's last tick (a whole state, safe to read from any thread)."""
+        state = self.loop.ticked
         observed = state.cluster.catalog
-        catalog = rendered_catalog(state).as_dict() if catalog_inputs_known(state) else None
+        ready = catalog_inputs_known(state)
+        catalog = rendered_catalog(state).as_dict() if ready else None
         routes = tuple(r.as_json() for r in sorted(all_records(state), key=lambda r: (r.source, r.name)))
         return CatalogView(
             catalog=catalog,
             catalog_hash=observed.catalog_hash if observed is not None else None,
             routes=routes,
             leading=state.control.leading,
+            ready=ready,
         )
 
     async def changes(self) -> AsyncIterator[CatalogView]:
@@ -264,4 +309,4 @@ class ModelCatalog:
             yield self.view()
 
 
-__all__ = ["CATALOG_SOURCES", "CatalogView", "ModelCatalog"]
+__all__ = ["CATALOG_SOURCES", "CatalogView", "ModelCatalog", "read_litellm_master_key"]

@@ -1,5 +1,6 @@
-"""What a host feeds (``ModelCatalog.listed`` / ``upserted`` / ``deleted``): redacted off the event loop as
-the watches redact, and redacted once per content.
+"""What a host feeds (``ModelCatalog.listed`` / ``upserted`` / ``deleted`` / ``read_failed``): redacted off
+the event loop as the watches redact, redacted once per content, and a failed read of the host's own
+keeps the last good content.
 
 No peer: the catalog's loop runs alone (its Kubernetes sources and LiteLLM observer are not started), which
 is all that feeding touches.
@@ -19,6 +20,7 @@ from app.library import ModelCatalog
 from catalog_core import redact
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
+from catalog_core.state import SourceStatus
 from tests.core import builders as b
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +133,33 @@ async def test_a_host_that_lists_the_same_content_again_is_not_fingerprinted_aga
     (reused,) = await catalog._redacted(ACTIVATIONS, (cached[1],))
     assert counted == 16
     assert reused == redact.redact_for_source(ACTIVATIONS, cached[1]).obj
+
+
+async def test_a_failed_read_of_the_hosts_keeps_the_last_listing_an_empty_listing_does_not(
+    catalog: ModelCatalog,
+) -> None:
+    await catalog.listed(ACTIVATIONS, [b.activation("mct-kept", external={"model": "openai/gpt-4o-mini"})])
+    await until(lambda: "mct-kept" in catalog.loop.state.stored(ACTIVATIONS))
+    # The host's own read failed: it says so, and the catalog keeps what it had.
+    await catalog.read_failed(ACTIVATIONS, "HTTP 503 listing modelactivations")
+    await until(lambda: catalog.loop.state.source(ACTIVATIONS).status is SourceStatus.FAILING)
+    state = catalog.loop.state
+    assert "mct-kept" in state.stored(ACTIVATIONS)
+    assert state.source(ACTIVATIONS).detail == "HTTP 503 listing modelactivations"
+    await catalog.read_failed(ACTIVATIONS, "HTTP 403", forbidden=True)
+    await until(lambda: catalog.loop.state.source(ACTIVATIONS).status is SourceStatus.FORBIDDEN)
+    assert "mct-kept" in catalog.loop.state.stored(ACTIVATIONS)
+    # The next good listing ends it.
+    await catalog.listed(ACTIVATIONS, [b.activation("mct-kept", external={"model": "openai/gpt-4o-mini"})])
+    await until(lambda: catalog.loop.state.source(ACTIVATIONS).status is SourceStatus.LISTED)
+    # An empty listing, by contrast, says the source is empty: everything in it is gone.
+    await catalog.listed(ACTIVATIONS, [])
+    await until(lambda: "mct-kept" not in catalog.loop.state.stored(ACTIVATIONS))
+
+
+async def test_a_failed_read_before_any_listing_leaves_the_catalog_not_ready(catalog: ModelCatalog) -> None:
+    await catalog.read_failed(ACTIVATIONS, "timed out")
+    await until(lambda: catalog.loop.state.source(ACTIVATIONS).status is SourceStatus.FAILING)
+    assert not catalog.loop.state.source(ACTIVATIONS).known
+    view = catalog.view()
+    assert not view.ready and view.routes == () and view.catalog is None
