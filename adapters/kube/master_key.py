@@ -18,12 +18,17 @@ from adapters.kube.api import KubeApi, KubeError, object_path
 from catalog_core.events import SourceKind
 from contracts.kinds import RESOURCES
 
-MASTER_KEY_FIELD = "LITELLM_MASTER_KEY"
+MASTER_KEY_FIELD = "LITELLM_MASTER_KEY"  # also what deploy/deployment.yaml puts in the environment
 DEFAULT_TIMEOUT = 10.0
 
 
 class MasterKeyError(RuntimeError):
-    """The LiteLLM master key could not be read from its Secret; the message says why and what to fix."""
+    """The LiteLLM master key could not be read from its Secret; the message says why and what to fix.
+    ``status``: the API server's HTTP status when it refused the read (0 otherwise)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 async def read_master_key(
@@ -48,7 +53,8 @@ async def read_master_key(
         ) from None
     except KubeError as exc:
         raise MasterKeyError(
-            f"cannot read the LiteLLM master key from {where}: {exc}{_fix(exc.status, namespace, name)}"
+            f"cannot read the LiteLLM master key from {where}: {exc}{_fix(exc.status, namespace, name)}",
+            exc.status,
         ) from None
     data = secret.get("data")
     value = data.get(field) if isinstance(data, dict) else None
