@@ -4,23 +4,29 @@ A host with no event loop (the Magic Stick Operator: ``while True: reconcile(); 
 starts it, feeds the sources it already reads and reads the view; every call is thread-safe and
 returns within ``call_timeout``::
 
-    with BlockingModelCatalog(config, litellm_master_key=key, kubeconfig=path,
+    with BlockingModelCatalog(config, kubeconfig=path,
                               host_sources={SourceKind.MODEL_ACTIVATIONS}) as catalog:
         while True:
-            catalog.listed(SourceKind.MODEL_ACTIVATIONS, my_activations())
+            try:
+                catalog.listed(SourceKind.MODEL_ACTIVATIONS, my_activations())
+            except OSError:  # the host's own read failed: keep what was listed last
+                catalog.read_failed(SourceKind.MODEL_ACTIVATIONS, "list failed")
             view = catalog.view()
+            if view.ready:  # before the first sync a view says nothing about any model
+                ...
             time.sleep(30)
 
 The portal's thread runs one event loop holding the catalog, its own Kubernetes API client and, only
 when asked, a Lease elector. ``close()`` (or leaving the ``with``) stops them and joins the thread. If
 the catalog fails on its thread, the host's next call raises :class:`CatalogFailedError` with that
-exception as its ``__cause__``; the catalog is then stopped for good (close it, start a new one).
+exception as its ``__cause__``; the catalog is then stopped, and ``restart()`` starts a new one.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import copy
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -31,15 +37,18 @@ from typing import Any, Self, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from adapters.kube.master_key import DEFAULT_TIMEOUT as MASTER_KEY_TIMEOUT
 from app.http import Handler, ProbeServer, Request
 from app.kube_client import identified, k8s_client, k8s_config
 from app.leader import LeaderElector, LeaseConfig
-from app.library import CatalogView, ModelCatalog
+from app.library import CatalogView, ModelCatalog, read_litellm_master_key
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from catalog_core.plan import catalog_inputs_known
 
 T = TypeVar("T")
+
+log = logging.getLogger("model_catalog.blocking")
 
 THREAD_NAME = "model-catalog"
 LEASE_CONNECTIONS = 2  # the elector sends one request at a time, on a pool of its own (as in `run`)
@@ -68,7 +77,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         self,
         config: CatalogConfig,
         *,
-        litellm_master_key: str,
+        litellm_master_key: str | None = None,
         kubeconfig: str | None = None,
         kube_configuration: Any = None,
         host_sources: Iterable[SourceKind] = (),
@@ -77,9 +86,14 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         meter_provider: Any = None,
         shutdown_grace_seconds: float = 5.0,
         probes: tuple[str, int] | None = None,
+        master_key_timeout: float = MASTER_KEY_TIMEOUT,
         **catalog_options: Any,
     ) -> None:
-        """``kube_configuration`` (a kubernetes-asyncio ``Configuration``) wins over ``kubeconfig`` (a
+        """``litellm_master_key``: without it, ``start()`` reads it from the Secret LiteLLM uses
+        (``config.litellm_master_key_secret``, key ``LITELLM_MASTER_KEY``, in LiteLLM's namespace
+        ``config.namespace``) within ``master_key_timeout`` seconds, with the catalog's own client, and
+        raises ``MasterKeyError`` (what to fix, never the value) if it cannot.
+        ``kube_configuration`` (a kubernetes-asyncio ``Configuration``) wins over ``kubeconfig`` (a
         file); with neither, the in-cluster ServiceAccount. ``lease``: take this Lease and write only
         while holding it (default: no Lease, this host is the only writer). ``meter_provider``: the
         host's OpenTelemetry provider for the catalog's metrics (default: none). ``probes``: serve
@@ -96,6 +110,10 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         self._grace = shutdown_grace_seconds
         self._options = catalog_options
         self._probes = probes
+        self._key_timeout = master_key_timeout
+        self._reset()
+
+    def _reset(self) -> None:
         self.probe_port: int | None = None
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
@@ -120,6 +138,20 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
             raise
         self._portal_cm, self._portal = portal_cm, portal
         return self
+
+    def restart(self) -> Self:
+        """Stop the catalog, whatever its state (running, failed, closed, or a ``start()`` that raised),
+        and start a new one with the same arguments: what a host does after ``CatalogFailedError``. The
+        new catalog starts from nothing, like a restarted process: its view is not ``ready`` until every
+        source has been read again (a host source: until the host's next ``listed``), and until then it
+        plans nothing, so no route is withdrawn meanwhile. Raises what ``start()`` raises. Not to be
+        called while another thread uses the catalog."""
+        try:
+            self.close()
+        except CatalogFailedError as failed:  # not reported to the host yet: say it here, it is why
+            log.warning("restarting the catalog, which had stopped: %s", failed)
+        self._reset()
+        return self.start()
 
     def close(self) -> None:
         """Stop the catalog: writes already running get ``shutdown_grace_seconds``, the Lease (if any)
@@ -170,6 +202,13 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
     def deleted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
         self._call(lambda catalog: catalog.deleted(source, obj))
 
+    def read_failed(self, source: SourceKind, detail: str = "", *, forbidden: bool = False) -> None:
+        """The host could not read ``source`` this pass: the content last ``listed`` is kept, with every
+        route from it, and the source shows as failing (``forbidden``: denied) until the next ``listed``.
+        Say this, never ``listed(source, [])``, when the host's own read fails: an empty listing means
+        the source is empty, and withdraws its routes. ``detail``: a short reason, no secret in it."""
+        self._call(lambda catalog: catalog.read_failed(source, detail, forbidden=forbidden))
+
     def set_leading(self, leading: bool) -> None:
         """For a host that runs its own leader election (without ``lease``): only the leader writes."""
         self._call(lambda catalog: catalog.set_leading(leading))
@@ -180,7 +219,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         False if that has not happened within ``timeout`` seconds. A source in ``host_sources`` is read
         once the host has ``listed`` it."""
         catalog, portal, future = self._running()
-        if catalog_inputs_known(catalog.state):  # answered on this thread: wait_ready(0) is a probe
+        if catalog.ready:  # answered on this thread: wait_ready(0) is a probe
             return True
         ready = _submit(portal, catalog.wait_ready)
         done, _ = concurrent.futures.wait(
@@ -192,8 +231,9 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         return ready in done
 
     def view(self) -> CatalogView:
-        """What is published now. Computed on the calling thread from the catalog's latest state (an
-        immutable value), so it never waits for the catalog's thread."""
+        """What is published now. Computed on the calling thread from the catalog's state as of its
+        last tick (an immutable value), so it never waits for the catalog's thread. Until ``ready`` (every
+        source read once, LiteLLM observed) it is empty and says nothing about any model."""
         catalog, _, _ = self._running()
         return catalog.view()
 
@@ -201,10 +241,13 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         configuration = await self._load_configuration()
         async with identified(k8s_client.ApiClient(configuration)) as api_client:
+            key = self._key
+            if key is None:
+                key = await read_litellm_master_key(api_client, self._config, timeout=self._key_timeout)
             catalog = ModelCatalog(
                 self._config,
                 api_client,
-                litellm_master_key=self._key,
+                litellm_master_key=key,
                 host_sources=self._host_sources,
                 leading=self._lease is None,
                 meter_provider=self._meter_provider,

@@ -22,8 +22,6 @@ of a Secret is ever printed.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import enum
 import sys
 from collections.abc import Mapping, Sequence
@@ -36,6 +34,7 @@ import attrs
 import orjson
 
 from adapters.kube.api import KubeApi, KubeError, resource_label
+from adapters.kube.master_key import MASTER_KEY_FIELD, MasterKeyError, read_master_key
 from app.terminal import TerminalSafe, one_line
 from catalog_core.config import CatalogConfig
 from contracts import rbac
@@ -43,7 +42,6 @@ from contracts.kinds import RESOURCES, Resource
 
 REQUEST_TIMEOUT_SECONDS = 10.0
 REVIEWS_AT_ONCE = 8
-MASTER_KEY_SECRET_KEY = "LITELLM_MASTER_KEY"  # the key of the Secret deploy/deployment.yaml reads
 DRY_RUN_KEY = "model-catalog-check"  # a data key only a dry run ever adds: it tests a change of data
 
 
@@ -255,14 +253,10 @@ async def master_key(api: KubeApi, settings: CheckSettings) -> tuple[Finding, st
             Severity.OK, "master-key", "from the environment (LITELLM_MASTER_KEY)"
         ), settings.master_key
     ns, name = settings.config.namespace, settings.config.litellm_master_key_secret
-    where = f"Secret {ns}/{name} key {MASTER_KEY_SECRET_KEY}"
+    where = f"Secret {ns}/{name} key {MASTER_KEY_FIELD}"
     try:
-        secret = await api.request(
-            "GET",
-            f"/api/v1/namespaces/{quote(ns, safe='')}/secrets/{quote(name, safe='')}",
-            timeout=REQUEST_TIMEOUT_SECONDS,
-        )
-    except KubeError as exc:
+        key = await read_master_key(api, ns, name, timeout=REQUEST_TIMEOUT_SECONDS)
+    except MasterKeyError as exc:
         if exc.status == 404:
             return (
                 Finding(
@@ -284,19 +278,7 @@ async def master_key(api: KubeApi, settings: CheckSettings) -> tuple[Finding, st
                 ),
                 None,
             )
-        return Finding(Severity.FAIL, "master-key", f"{where}: {exc}"), None
-    data = secret.get("data")
-    encoded = data.get(MASTER_KEY_SECRET_KEY) if isinstance(data, Mapping) else None
-    if not isinstance(encoded, str) or not encoded:
-        return Finding(
-            Severity.FAIL, "master-key", f"{where}: the Secret has no such key (or it is empty)"
-        ), None
-    try:
-        key = base64.b64decode(encoded, validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        return Finding(Severity.FAIL, "master-key", f"{where}: the value is not base64 UTF-8 text"), None
-    if not key.strip():
-        return Finding(Severity.FAIL, "master-key", f"{where}: the value is empty"), None
+        return Finding(Severity.FAIL, "master-key", str(exc)), None
     return Finding(Severity.OK, "master-key", f"{where} is readable"), key
 
 

@@ -18,7 +18,7 @@ Cancelling the host's task group stops the catalog.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,12 +26,15 @@ import attrs
 import httpx
 
 from adapters.kube import KubeAdapters
+from adapters.kube.api import KubeApi
+from adapters.kube.master_key import DEFAULT_TIMEOUT, read_master_key
 from adapters.kube.settings import KubeSettings
 from adapters.litellm.client import LiteLLMClient
 from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.ports import Executor
 from adapters.vault import SecretVault
+from app.fed import FedRedactions
 from app.heap import keep_heap_frozen
 from app.loop import CatalogLoop, Recorder, Telemetry
 from app.options import CatalogOptions, options_of
@@ -43,9 +46,10 @@ from catalog_core.events import (
     ObjectUpserted,
     SourceKind,
     SourceListed,
+    SourceUnavailable,
+    Unavailability,
 )
 from catalog_core.plan import all_records, awaits_litellm_poll, catalog_inputs_known, rendered_catalog
-from catalog_core.redact import redact_for_source
 from catalog_core.registry import CATALOG_KINDS as CATALOG_SOURCES
 from catalog_core.state import CatalogState
 
@@ -53,18 +57,40 @@ if TYPE_CHECKING:
     from adapters.telemetry import Telemetry as OtelTelemetry
 
 
+DETAIL_LIMIT = 200  # characters of a host's "my read failed" detail kept in the state and event log
+
+
 @attrs.frozen
 class CatalogView:
-    """What is published now: the ConfigMap data (None before the first write) and routes.json records."""
+    """What is published now: the ConfigMap data and the routes.json records.
+
+    ``ready`` is False until every source has been read once (a host source: once the host has ``listed``
+    it) and LiteLLM observed. Until then ``routes`` is empty and ``catalog`` None, which says nothing about
+    any model: a host must not act on a model's absence from a view that is not ready (a restart would
+    otherwise look like every route withdrawn). ``catalog_hash`` is the hash of the catalog ConfigMap as
+    last read or written (None before the ConfigMap was seen)."""
 
     catalog: Mapping[str, str] | None
     catalog_hash: str | None
     routes: tuple[Mapping[str, Any], ...]
     leading: bool
+    ready: bool = False
 
     def route(self, name: str) -> list[Mapping[str, Any]]:
         """The records of one model name or logical name."""
         return [r for r in self.routes if name in (r["name"], r["logicalName"])]
+
+
+async def read_litellm_master_key(
+    api_client: Any, config: CatalogConfig, *, timeout: float = DEFAULT_TIMEOUT
+) -> str:
+    """The LiteLLM master key from the Secret LiteLLM uses (``config.litellm_master_key_secret``, key
+    ``LITELLM_MASTER_KEY``, in LiteLLM's namespace ``config.namespace``), read with the host's
+    kubernetes-asyncio ``ApiClient``. Raises ``MasterKeyError`` (what to fix, never the value) when it is
+    not readable within ``timeout`` seconds."""
+    return await read_master_key(
+        KubeApi(api_client), config.namespace, config.litellm_master_key_secret, timeout=timeout
+    )
 
 
 class ModelCatalog:
@@ -146,6 +172,7 @@ class ModelCatalog:
             leading=leading,
         )
         self._ready = anyio.Event()
+        self._fed = FedRedactions()
         if host_metrics is not None:
             self._bind_gauges(host_metrics)
 
@@ -203,6 +230,11 @@ class ModelCatalog:
         """Every source has been read once and LiteLLM observed: what is published is decided."""
         await self._ready.wait()
 
+    @property
+    def ready(self) -> bool:
+        """What ``wait_ready`` waits for, now (and what ``view().ready`` says): safe from any thread."""
+        return catalog_inputs_known(self.loop.ticked)
+
     async def set_leading(self, leading: bool) -> None:
         """For a host that runs its own leader election: only the leader writes."""
         await self.loop.send(LeadershipChanged(leading))
@@ -212,21 +244,40 @@ class ModelCatalog:
         """Feed a raw event; objects in it must already be redacted (see ``listed``/``upserted``)."""
         await self.loop.send(event)
 
-    def _redact(self, source: SourceKind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        redacted = redact_for_source(source.value, obj)
-        if redacted.secrets:
-            self.vault.update(redacted.secrets)
-        return redacted.obj
+    async def _redacted(
+        self, source: SourceKind, objects: Sequence[Mapping[str, Any]], *, replace: bool = False
+    ) -> tuple[Mapping[str, Any], ...]:
+        """Redacted as the watches redact (the fingerprints off the event loop); values to the vault."""
+        out = []
+        for redacted in await self._fed.redact(source, objects, replace=replace):
+            if redacted.secrets:
+                self.vault.update(redacted.secrets)
+            out.append(redacted.obj)
+        return tuple(out)
 
     async def listed(self, source: SourceKind, objects: Iterable[Mapping[str, Any]]) -> None:
-        """The host's full current content of ``source`` (e.g. its ModelActivation cache)."""
-        await self.loop.send(SourceListed(source, tuple(self._redact(source, o) for o in objects)))
+        """The host's full current content of ``source`` (e.g. its ModelActivation cache): anything not in
+        it is gone. After a read of the host's own that failed, call ``read_failed`` instead: an empty
+        listing withdraws every route of the source."""
+        await self.loop.send(SourceListed(source, await self._redacted(source, tuple(objects), replace=True)))
 
     async def upserted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
-        await self.loop.send(ObjectUpserted(source, self._redact(source, obj)))
+        (redacted,) = await self._redacted(source, (obj,))
+        await self.loop.send(ObjectUpserted(source, redacted))
 
     async def deleted(self, source: SourceKind, obj: Mapping[str, Any]) -> None:
-        await self.loop.send(ObjectDeleted(source, self._redact(source, obj)))
+        (redacted,) = await self._redacted(source, (obj,))
+        self._fed.forget(source, obj)
+        await self.loop.send(ObjectDeleted(source, redacted))
+
+    async def read_failed(self, source: SourceKind, detail: str = "", *, forbidden: bool = False) -> None:
+        """The host could not read ``source`` this time: the catalog keeps the content last listed (and
+        the routes from it) and shows the source as failing (``forbidden``: denied) until the next
+        ``listed``. Before a first ``listed`` nothing is planned at all, as for a watch that cannot list.
+        ``detail`` (a short reason, e.g. the HTTP status) is kept in the state and the event log: no
+        secret in it."""
+        status = Unavailability.FORBIDDEN if forbidden else Unavailability.FAILING
+        await self.loop.send(SourceUnavailable(source, status, detail[:DETAIL_LIMIT]))
 
     # --- reading
     @property
@@ -234,15 +285,18 @@ class ModelCatalog:
         return self.loop.state
 
     def view(self) -> CatalogView:
-        state = self.loop.state
+        """What is published, as of the loop's last tick (a whole state, safe to read from any thread)."""
+        state = self.loop.ticked
         observed = state.cluster.catalog
-        catalog = rendered_catalog(state).as_dict() if catalog_inputs_known(state) else None
+        ready = catalog_inputs_known(state)
+        catalog = rendered_catalog(state).as_dict() if ready else None
         routes = tuple(r.as_json() for r in sorted(all_records(state), key=lambda r: (r.source, r.name)))
         return CatalogView(
             catalog=catalog,
             catalog_hash=observed.catalog_hash if observed is not None else None,
             routes=routes,
             leading=state.control.leading,
+            ready=ready,
         )
 
     async def changes(self) -> AsyncIterator[CatalogView]:
@@ -255,4 +309,4 @@ class ModelCatalog:
             yield self.view()
 
 
-__all__ = ["CATALOG_SOURCES", "CatalogView", "ModelCatalog"]
+__all__ = ["CATALOG_SOURCES", "CatalogView", "ModelCatalog", "read_litellm_master_key"]

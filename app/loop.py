@@ -123,6 +123,9 @@ class CatalogLoop:
         )
         if not leading:
             self._apply(LeadershipChanged(False))
+        # The state as of the last tick: what another thread may read as a whole (``state`` also passes
+        # through the states between a burst's events, before the tick that plans from them).
+        self.ticked: CatalogState = self.state
 
     def _still_wanted(self, command: Command) -> bool:
         """A queued command runs only if the latest plan still holds it for its key."""
@@ -177,6 +180,7 @@ class CatalogLoop:
                     self._apply(event)
                 failures = self.step_failures
                 commands = self._apply(Ticked(self._clock()))
+                self.ticked = self.state
                 self._tick_done(ok=self.step_failures == failures)
                 for command in commands:
                     self.queue.submit(command, submitted_at=oldest)

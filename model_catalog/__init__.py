@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.metadata
 
 try:
+    from adapters.kube.master_key import MasterKeyError
     from adapters.kube.settings import KubeSettings
     from app.blocking import (
         BlockingModelCatalog,
@@ -23,7 +24,7 @@ try:
         CatalogFailedError,
     )
     from app.leader import LeaseConfig
-    from app.library import CatalogView, ModelCatalog
+    from app.library import CatalogView, ModelCatalog, read_litellm_master_key
     from app.options import CatalogOptions, LiteLLMOptions, WriteOptions
     from catalog_core.config import CatalogConfig, ConfigError
     from catalog_core.events import SourceKind
@@ -55,8 +56,10 @@ __all__ = [
     "KubeSettings",
     "LeaseConfig",
     "LiteLLMOptions",
+    "MasterKeyError",
     "ModelCatalog",
     "SourceKind",
     "WriteOptions",
     "__version__",
+    "read_litellm_master_key",
 ]

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from tests import clock
 
-import pytest
-from hypothesis import HealthCheck, settings
+# First, before the fixtures and test modules import anything: the process's monotonic clocks start near
+# zero, as on a freshly booted CI machine (tests/clock.py; MODEL_CATALOG_CLOCK_START=machine turns it off).
+CLOCK = clock.from_environment()
+
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 _FIXTURES = Path(__file__).parent / "fixtures"
 pytest_plugins = sorted(
@@ -31,6 +37,13 @@ settings.register_profile("explore", parent=settings.get_profile("default"))
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
 settings.load_profile(PROFILE)
 EXPLORE_SCALE = 5
+
+
+def pytest_report_header() -> str:
+    if CLOCK.start is None:
+        return f"clocks: the machine's ({clock.ENV}={clock.MACHINE})"
+    shifted = "shifted" if CLOCK.active else "already smaller, not shifted"
+    return f"clocks: monotonic starts at {CLOCK.start:g} s ({shifted}; {clock.ENV})"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

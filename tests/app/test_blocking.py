@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import importlib.util
+import json
 import os
 import queue
 import signal
@@ -31,6 +32,7 @@ import yaml
 
 from catalog_core.events import Event
 from catalog_core.fold import Transition
+from catalog_core.state import SourceStatus
 from model_catalog import (
     BlockingModelCatalog,
     CallTimeoutError,
@@ -38,6 +40,7 @@ from model_catalog import (
     CatalogConfig,
     CatalogFailedError,
     CatalogView,
+    MasterKeyError,
     SourceKind,
 )
 from tests.adapters.kube.helpers import FAST
@@ -93,6 +96,22 @@ class Cluster:
             answer = http.post(ACTIVATIONS.format(ns=self.appliance_namespace), json=body)
         assert answer.status_code == 201, answer.text
 
+    def create_master_key_secret(self, key: str) -> None:
+        """LiteLLM's own Secret, in LiteLLM's namespace, as the appliance has it."""
+        body = {
+            "metadata": {"name": "litellm-masterkey-secret"},
+            "stringData": {"LITELLM_MASTER_KEY": key},
+        }
+        with self._http() as http:
+            answer = http.post(f"/api/v1/namespaces/{self.namespace}/secrets", json=body)
+        assert answer.status_code == 201, answer.text
+
+    def catalog_configmap(self) -> dict[str, Any]:
+        with self._http() as http:
+            answer = http.get(f"/api/v1/namespaces/{self.namespace}/configmaps/ai-model-catalog")
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
     def disable_activation(self, name: str) -> None:
         with self._http() as http:
             answer = http.patch(
@@ -118,6 +137,11 @@ def _rows(peer: LiteLLMPeer) -> dict[str, dict[str, Any]]:
 def _record(view: CatalogView, name: str) -> tuple[str, str] | None:
     records = [r for r in view.routes if r["source"] == "modelactivation" and r["name"] == name]
     return (records[0]["state"], records[0]["reason"]) if records else None
+
+
+def _written(view: CatalogView) -> bool:
+    """The catalog the view publishes is the one the ConfigMap holds."""
+    return view.catalog is not None and view.catalog_hash == json.loads(view.catalog["catalog.json"])["hash"]
 
 
 def _socket_inodes() -> set[str]:
@@ -151,6 +175,67 @@ def _threads() -> set[threading.Thread]:
 # --- the documented example, as a process
 
 
+class ExampleProcess:
+    """``examples/blocking_operator.py`` run as the operator runs: its own process, its output read."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(EXAMPLE)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        stdout = self.process.stdout
+        assert stdout is not None
+        self._reader = threading.Thread(target=lambda: [self._lines.put(x) for x in stdout], daemon=True)
+        self._reader.start()
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if predicate(line):
+                return line
+        raise AssertionError("".join(self.seen))
+
+    def terminate(self) -> int:
+        """SIGTERM, as the kubelet stops the pod; the exit status, once all its output is read."""
+        self.process.send_signal(signal.SIGTERM)
+        status = self.process.wait(30)
+        self._reader.join(10)
+        while not self._lines.empty():
+            self.seen.append(self._lines.get())
+        return status
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def _example_env(cluster: Cluster, kube_peer: KubePeer, litellm_peer: LiteLLMPeer) -> dict[str, str]:
+    return {
+        "PATH": "/usr/bin:/bin",
+        "KUBECONFIG": str(kube_peer.kubeconfig),
+        "NAMESPACE": cluster.namespace,
+        "APPLIANCE_NAMESPACE": cluster.appliance_namespace,
+        "LITELLM_BASE_URL": litellm_peer.base_url,
+        "REQUEUE_SECONDS": "0.5",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(REPO),
+    }
+
+
+CLOSED_CLEANLY = "catalog closed; threads left: ['MainThread']"
+
+
 @pytest.mark.litellm
 def test_the_blocking_example_publishes_and_withdraws_what_the_host_lists(
     cluster: Cluster, kube_peer: KubePeer, litellm_peer: LiteLLMPeer
@@ -158,60 +243,97 @@ def test_the_blocking_example_publishes_and_withdraws_what_the_host_lists(
     name = f"{TEST_PREFIX}blocking-{uuid.uuid4().hex[:6]}"
     row_id = f"ai-appliance-external-{name}"
     cluster.create_activation(name)
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "KUBECONFIG": str(kube_peer.kubeconfig),
-        "NAMESPACE": cluster.namespace,
-        "APPLIANCE_NAMESPACE": cluster.appliance_namespace,
-        "LITELLM_BASE_URL": litellm_peer.base_url,
-        "LITELLM_MASTER_KEY": litellm_peer.master_key,
-        "REQUEUE_SECONDS": "0.5",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(REPO),
-    }
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    seen: list[str] = []
-    reader = threading.Thread(target=lambda: [lines.put(x) for x in process.stdout], daemon=True)  # type: ignore[union-attr]
-    reader.start()
-
-    def wait_for(predicate: Callable[[str], bool], timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            seen.append(line)
-            if predicate(line):
-                return line
-        raise AssertionError("".join(seen))
-
+    env = {**_example_env(cluster, kube_peer, litellm_peer), "LITELLM_MASTER_KEY": litellm_peer.master_key}
+    host = ExampleProcess(env)
     try:
         # The host lists its ModelActivations; the catalog publishes the new one (a real LiteLLM row).
-        wait_for(lambda line: line.startswith(f"published modelactivation/{name} (Published)"))
-        wait_for(lambda line: line.startswith("catalog written: hash "))
+        host.wait_for(lambda line: line.startswith(f"published modelactivation/{name} (Published)"))
+        host.wait_for(lambda line: line.startswith("catalog written: hash "))
         assert row_id in _rows(litellm_peer)
         # The operator disables it: the next pass's list says so, and the route is withdrawn.
         cluster.disable_activation(name)
-        wait_for(lambda line: line.startswith(f"withdrawn modelactivation/{name} (Disabled)"))
+        host.wait_for(lambda line: line.startswith(f"withdrawn modelactivation/{name} (Disabled)"))
         deadline = time.monotonic() + 30
         while row_id in _rows(litellm_peer):
             assert time.monotonic() < deadline, "the disabled activation's row is still in LiteLLM"
             time.sleep(0.2)
         # SIGTERM: the host leaves its loop, the catalog closes, the process exits cleanly.
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0
-        reader.join(10)
-        while not lines.empty():
-            seen.append(lines.get())
-        assert seen[-1].strip() == "catalog closed; threads left: ['MainThread']", "".join(seen)
+        assert host.terminate() == 0
+        assert host.seen[-1].strip() == CLOSED_CLEANLY, "".join(host.seen)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
+        host.kill()
+        delete_test_rows(litellm_peer, name)
+
+
+class RowWatch:
+    """Polls LiteLLM's rows on a thread of its own and remembers every poll that missed ``row_id``."""
+
+    def __init__(self, peer: LiteLLMPeer, row_id: str) -> None:
+        self.peer, self.row_id = peer, row_id
+        self.polls = 0
+        self.missing: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.row_id not in _rows(self.peer):
+                self.missing.append(time.monotonic())
+            self.polls += 1
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> RowWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+@pytest.mark.litellm
+def test_the_blocking_example_never_withdraws_a_route_when_the_host_restarts(
+    cluster: Cluster, kube_peer: KubePeer, litellm_peer: LiteLLMPeer
+) -> None:
+    # The operator's loop as it runs in the appliance: the master key read from LiteLLM's Secret (no
+    # LITELLM_MASTER_KEY in its environment), stopped by SIGTERM and started again, as a rollout does.
+    name = f"{TEST_PREFIX}restart-{uuid.uuid4().hex[:6]}"
+    row_id = f"ai-appliance-external-{name}"
+    cluster.create_activation(name)
+    cluster.create_master_key_secret(litellm_peer.master_key)
+    env = _example_env(cluster, kube_peer, litellm_peer)
+    first = ExampleProcess(env)
+    second: ExampleProcess | None = None
+    try:
+        first.wait_for(lambda line: line.startswith(f"published modelactivation/{name} (Published)"))
+        written = first.wait_for(lambda line: line.startswith("catalog written: hash "))
+        catalog_before = cluster.catalog_configmap()
+        with RowWatch(litellm_peer, row_id) as rows:
+            assert first.terminate() == 0
+            assert first.seen[-1].strip() == CLOSED_CLEANLY, "".join(first.seen)
+            second = ExampleProcess(env)
+            # Its first view it acts on is the whole published catalog, exactly as it was ...
+            second.wait_for(lambda line: line.startswith(f"published modelactivation/{name} (Published)"))
+            assert second.wait_for(lambda line: line.startswith("catalog written: ")) == written
+            # ... and a few more passes change nothing.
+            time.sleep(2.0)
+            assert second.terminate() == 0
+        assert second.seen[-1].strip() == CLOSED_CLEANLY, "".join(second.seen)
+        # Never, across the restart: a ModelActivation's status set to anything but Published, a route
+        # withdrawn or removed in what the host was shown, a LiteLLM row missing, or a catalog write (the
+        # ConfigMap is the very object the first run left).
+        shown = first.seen + second.seen
+        status = f"status modelactivation/{name}:"
+        assert [line.strip() for line in first.seen if line.startswith(status)][-1] == f"{status} Published"
+        assert [line.strip() for line in second.seen if line.startswith(status)] == [f"{status} Published"]
+        assert not [line for line in shown if line.startswith(("withdrawn ", "removed "))], "".join(shown)
+        assert rows.polls > 10 and rows.missing == [], rows.missing
+        after = cluster.catalog_configmap()
+        assert after["metadata"]["resourceVersion"] == catalog_before["metadata"]["resourceVersion"]
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
         delete_test_rows(litellm_peer, name)
 
 
@@ -305,13 +427,15 @@ def _passes_until(
     cluster: Cluster,
     predicate: Callable[[CatalogView], bool],
     timeout: float = 45.0,
+    operator: Any = None,
 ) -> CatalogView:
-    example = _example()
+    if operator is None:
+        operator = _example().Operator(catalog, kube, cluster.appliance_namespace)
     deadline = time.monotonic() + timeout
     view: CatalogView | None = None
     while time.monotonic() < deadline:
-        view = example.reconcile(catalog, kube, cluster.appliance_namespace, view)
-        if predicate(view):
+        view = operator.reconcile()
+        if view is not None and predicate(view):  # None: not ready yet, nothing to act on
             return view
         time.sleep(0.2)
     raise AssertionError(f"timed out; last view: {view}")
@@ -358,6 +482,126 @@ def test_an_exception_on_the_catalog_thread_surfaces_in_the_hosts_next_call(
         with pytest.raises(CatalogFailedError):  # and every call after it: the catalog is stopped
             catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
     # Leaving `with` closed it without raising the failure a third time, and joined its thread.
+    assert _threads() - threads_before == set()
+
+
+@pytest.mark.litellm
+def test_a_failed_read_of_the_hosts_own_never_withdraws_a_route(
+    cluster: Cluster, kube_peer: KubePeer, litellm_peer: LiteLLMPeer
+) -> None:
+    # The host's own reads go through a cable this test can cut; the catalog's do not.
+    example = _example()
+    direct = example.KubeReader.from_environment(str(kube_peer.kubeconfig))
+    server = httpx.URL(kube_peer.server)
+    proxy = ProxyThread(server.host, server.port or 443)
+    kube = example.KubeReader(f"https://{server.host}:{proxy.port}", direct._token, direct._context)
+    name = f"{TEST_PREFIX}readfail-{uuid.uuid4().hex[:6]}"
+    row_id = f"ai-appliance-external-{name}"
+    cluster.create_activation(name)
+    catalog = BlockingModelCatalog(
+        cluster.config(litellm_base_url=litellm_peer.base_url),
+        litellm_master_key=litellm_peer.master_key,
+        kubeconfig=str(kube_peer.kubeconfig),
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        kube_settings=FAST,
+        litellm_resync_seconds=1.0,
+        catalog_min_write_interval=0.0,
+    )
+    operator = example.Operator(catalog, kube, cluster.appliance_namespace)
+    try:
+        with catalog:
+            _passes_until(
+                catalog,
+                kube,
+                cluster,
+                lambda v: _record(v, name) == ("published", "Published") and _written(v),
+                operator=operator,
+            )
+            hash_before = catalog.view().catalog_hash
+            proxy.refuse()  # the host's list fails on every pass from now on
+            with RowWatch(litellm_peer, row_id) as rows:
+                for _ in range(10):
+                    view = operator.reconcile()
+                    assert view is not None and view.ready
+                    assert _record(view, name) == ("published", "Published")
+                    assert operator.statuses[name] == "Published"
+                    time.sleep(0.2)
+            assert rows.polls > 5 and rows.missing == [], rows.missing
+            assert catalog.view().catalog_hash == hash_before  # nothing rewritten either
+            state = catalog._catalog.state  # type: ignore[union-attr]
+            assert state.source(SourceKind.MODEL_ACTIVATIONS).status is SourceStatus.FAILING
+            assert "listing ModelActivations: URLError" in state.source(SourceKind.MODEL_ACTIVATIONS).detail
+            # The cable is mended: the next pass lists, and the source is read again.
+            proxy.heal()
+            _passes_until(
+                catalog,
+                kube,
+                cluster,
+                lambda v: (
+                    catalog._catalog.state.source(SourceKind.MODEL_ACTIVATIONS).status  # type: ignore[union-attr]
+                    is SourceStatus.LISTED
+                ),
+            )
+    finally:
+        _close_proxy(proxy)
+        delete_test_rows(litellm_peer, name)
+
+
+def test_after_a_failure_on_the_catalog_thread_restart_starts_a_new_catalog(
+    cluster: Cluster, kube_peer: KubePeer
+) -> None:
+    threads_before = _threads()
+    catalog = BlockingModelCatalog(
+        cluster.config(),
+        litellm_master_key="sk-test",
+        kubeconfig=str(kube_peer.kubeconfig),
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        kube_settings=FAST,
+        recorder=_FailingRecorder("mct-poison"),
+        **_fake_litellm(),
+    )
+    with catalog:
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [b.activation("mct-poison")])  # fails on its thread
+        with pytest.raises(CatalogFailedError):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                catalog.view()
+                time.sleep(0.05)
+        catalog.restart()
+        # A new catalog, from nothing: its view is not ready (it says nothing about any model) until the
+        # host has listed its source again and every other source was read.
+        view = catalog.view()
+        assert not view.ready and view.routes == () and view.catalog is None
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [b.activation("mct-fine", external={"model": "x/y"})])
+        assert catalog.wait_ready(30)
+        deadline = time.monotonic() + 30
+        while _record(catalog.view(), "mct-fine") != ("published", "Published"):
+            assert time.monotonic() < deadline, catalog.view()
+            time.sleep(0.1)
+        assert catalog.view().ready
+    assert _threads() - threads_before == set()  # the first catalog's thread went with it too
+
+
+def test_without_a_master_key_it_is_read_from_litellms_secret_and_a_missing_one_stops_the_start(
+    cluster: Cluster, kube_peer: KubePeer
+) -> None:
+    threads_before = _threads()
+    catalog = BlockingModelCatalog(
+        cluster.config(),
+        kubeconfig=str(kube_peer.kubeconfig),  # no litellm_master_key
+        host_sources={SourceKind.MODEL_ACTIVATIONS},
+        kube_settings=FAST,
+        master_key_timeout=5.0,
+        **_fake_litellm(),
+    )
+    with pytest.raises(MasterKeyError, match=f"Secret {cluster.namespace}/litellm-masterkey-secret"):
+        catalog.start()
+    assert _threads() - threads_before == set()
+    # The Secret appears (LiteLLM installed after the host started): a restart reads it.
+    cluster.create_master_key_secret("sk-test")  # the key the fake LiteLLM accepts
+    with catalog.restart():
+        catalog.listed(SourceKind.MODEL_ACTIVATIONS, [])
+        assert catalog.wait_ready(30)  # LiteLLM observed: it accepted the key read from the Secret
     assert _threads() - threads_before == set()
 
 
@@ -508,10 +752,12 @@ def test_the_public_package_exports_exactly_the_supported_api() -> None:
             "KubeSettings",
             "LeaseConfig",
             "LiteLLMOptions",
+            "MasterKeyError",
             "ModelCatalog",
             "SourceKind",
             "WriteOptions",
             "__version__",
+            "read_litellm_master_key",
         ]
     )
     assert all(hasattr(model_catalog, name) for name in model_catalog.__all__)

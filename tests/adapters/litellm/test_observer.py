@@ -375,6 +375,12 @@ async def test_many_rows_are_whitelisted_in_chunks_letting_other_tasks_run(fake_
     assert seen_by_chunk[-1] - seen_by_chunk[0] >= 3
 
 
+def exactly(value: float) -> Any:
+    """``value`` up to float rounding: an absolute tolerance. ``pytest.approx``'s default is relative, so
+    on clock readings it grows with the clock: ~0.5 ms on a machine up 8 minutes, a second after 12 days."""
+    return pytest.approx(value, rel=0, abs=1e-9)
+
+
 async def test_polls_after_writes_are_paced_by_the_last_polls_cost(fake_peer: Peer) -> None:
     # A poll that took 50 ms: the next one after writes waits 10x that from its end, not the debounce.
     from adapters.litellm import observer as observer_module
@@ -386,42 +392,48 @@ async def test_polls_after_writes_are_paced_by_the_last_polls_cost(fake_peer: Pe
     observer._last_poll_cost = 0.05  # as if the /model/info answer had taken 50 ms to read
     observer._last_poll_end = ended
     observer.wrote()
-    assert observer.next_due() == pytest.approx(ended + observer_module.POLL_COST_FACTOR * 0.05)
+    observer._last_write = ended  # the write answered as the poll ended
+    assert observer.next_due() == exactly(ended + observer_module.POLL_COST_FACTOR * 0.05)
     # never more than the longest debounce after the poll, however slow the last answer was
     observer._last_poll_cost = 60.0
-    assert observer.next_due() == pytest.approx(ended + observer.max_debounce_seconds)
+    assert observer.next_due() == exactly(ended + observer.max_debounce_seconds)
     # a cheap poll leaves the debounce as it was
     observer._last_poll_cost = 0.0001
-    assert observer.next_due() == pytest.approx(observer._last_write + observer.debounce_seconds)
+    assert observer.next_due() == exactly(ended + observer.debounce_seconds)
 
 
 async def test_settled_writes_are_polled_once_paced_without_the_debounce(fake_peer: Peer) -> None:
     from adapters.litellm import observer as observer_module
 
-    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=5)
+    observer = LiteLLMObserver(
+        fake_peer.client(), resync_seconds=60, debounce_seconds=5, max_debounce_seconds=30
+    )
     send, _receive = anyio.create_memory_object_stream[Event](10)
     await observer.poll_once(send)
     observer.writes_settled()  # no write to cover: nothing changes
     assert not observer.poll_wanted() and observer.next_due() > anyio.current_time() + 50
+    # A cheap poll that ended a second before the write: its pace (10x its cost) is long over.
     observer._last_poll_cost = 0.0001
     observer.wrote()
-    assert observer.next_due() == pytest.approx(observer._last_write + 5)
+    write = observer._last_write
+    observer._last_poll_end = write - 1.0
+    assert observer.next_due() == exactly(write + 5)  # more writes may come: the debounce gathers them
     observer.writes_settled()
-    assert observer.next_due() == pytest.approx(observer._last_write)
-    # the pace still holds: a poll that took 50 ms is followed by 10x that before the next
+    assert observer.next_due() == exactly(write)  # none is coming: due at once
+    # the pace still holds: a poll that took 50 ms and ended with the write is followed by 10x that
     observer._last_poll_cost = 0.05
-    assert observer.next_due() == pytest.approx(
-        observer._last_poll_end + observer_module.POLL_COST_FACTOR * 0.05
-    )
+    observer._last_poll_end = write
+    assert observer.next_due() == exactly(write + observer_module.POLL_COST_FACTOR * 0.05)
     # another write after it: more may be coming, so the debounce gathers them again
     observer._last_poll_cost = 0.0001
     observer.wrote()
-    assert observer.next_due() == pytest.approx(observer._last_write + 5)
+    assert observer.next_due() == exactly(observer._last_write + 5)
     observer.writes_settled()
     await observer.poll_once(send)  # covered: the next poll is the resync
     assert not observer.poll_wanted()
     observer.wrote()
-    assert observer.next_due() == pytest.approx(observer._last_write + 5)
+    observer._last_poll_end = observer._last_write - 1.0
+    assert observer.next_due() == exactly(observer._last_write + 5)
 
 
 async def test_settled_writes_wake_a_waiting_observer(fake_peer: Peer) -> None:
