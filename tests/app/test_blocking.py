@@ -370,12 +370,13 @@ def test_a_down_litellm_never_blocks_the_host_and_close_leaves_no_thread_or_sock
                 catalog, kube, cluster, lambda v: _record(v, first) == ("published", "Published")
             )
             assert catalog.wait_ready(1.0)
-            # LiteLLM goes down: first its open connections hang (half-open), then its port is closed.
+            # LiteLLM goes down: first every connection hangs (half-open, new ones too: a freeze of the
+            # open ones alone lets a retry on a fresh connection through), then its port is closed.
             cluster.create_activation(second)
             # The host's passes go on: every call to the catalog returns within call_timeout (or says it
             # timed out, having delivered nothing), whatever LiteLLM does.
             durations: list[float] = []
-            for cut in (proxy.freeze, proxy.refuse):
+            for cut in (proxy.hold, proxy.refuse):
                 cut()
                 down_until = time.monotonic() + 4.0
                 while time.monotonic() < down_until:

@@ -314,6 +314,10 @@ class ProxyThread:
         """Half-open every open connection: they stay up but carry nothing."""
         return self._call(self.proxy.freeze_all)
 
+    def hold(self) -> int:
+        """Half-open every connection, those opened from now on too: nothing reaches the target."""
+        return self._call(self.proxy.hold_all)
+
     def heal(self) -> None:
         """Listen again on the same port (frozen connections are reset)."""
         self._call(self.proxy.drop_all)

@@ -175,6 +175,7 @@ class TcpProxy:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
+        self._holding = False  # new connections are accepted frozen (a black hole)
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
@@ -189,6 +190,7 @@ class TcpProxy:
         self.drop_all()
 
     def drop_all(self) -> None:
+        self._holding = False
         for conn in list(self._connections):
             conn.frozen = False
             for writer in conn.writers:
@@ -207,6 +209,11 @@ class TcpProxy:
             conn.frozen = True
         return len(self._connections)
 
+    def hold_all(self) -> int:
+        """Half-open every connection, open now or opened later (a black hole), until ``drop_all``."""
+        self._holding = True
+        return self.freeze_all()
+
     async def close(self) -> None:
         await self.refuse()
 
@@ -217,6 +224,7 @@ class TcpProxy:
             writer.transport.abort()
             return
         conn = _Connection([writer, up_writer])
+        conn.frozen = self._holding
         self._connections.add(conn)
         await asyncio.gather(
             self._pipe(reader, up_writer, conn), self._pipe(up_reader, writer, conn), return_exceptions=True
