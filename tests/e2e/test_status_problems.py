@@ -128,6 +128,9 @@ def stage(kube_peer: Any, litellm_peer: Any, tmp_path_factory: pytest.TempPathFa
         kubectl(admin, "wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     manifests, _ = deploy_base(admin, ns, app_ns, kustomization=OPERATED)
     kubectl(admin, "apply", "-f", "-", input_text=manifests)
+    # the two ConfigMaps nobody re-applies: created once, as under Flux (deploy/bootstrap)
+    bootstrap, _ = deploy_base(admin, ns, app_ns, kustomization=REPO / "deploy" / "bootstrap")
+    kubectl(admin, "create", "-f", "-", input_text=bootstrap)
     host, _, port = litellm_peer.base_url.removeprefix("http://").partition(":")
     proxy = CuttableProxy((host, int(port)))  # LiteLLM as the controller reaches it: cut to take it away
     env = {
