@@ -205,7 +205,7 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
         key = f"{command.kind}/{command.name}"
         workload = state.cluster.workloads.get(key)
         if workload is not None:
-            updated = Workload(workload.kind, workload.name, workload.uid, command.catalog_hash)
+            updated = evolve(workload, template_hash=command.catalog_hash)
             return evolve(
                 state,
                 cluster=evolve(state.cluster, workloads=state.cluster.workloads.set(key, updated)),
