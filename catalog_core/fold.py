@@ -40,8 +40,7 @@ from catalog_core.keys import is_litellm_key, probe_key
 from catalog_core.plan import leadership_changed, mark_key, tick
 from catalog_core.reasons import Reason
 from catalog_core.rules import health as health_rules
-from catalog_core.sources.catalog_configmap import ObservedCatalog
-from catalog_core.sources.consumers import Workload
+from catalog_core.sources.catalog_configmap import HeldDefaults, ObservedCatalog
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogState, Failure, Pending, Retry, mark, mark_all
 
@@ -195,6 +194,7 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
             catalog_hash=command.catalog_hash,
             fingerprint=command.fingerprint,
             ready=True,
+            defaults=HeldDefaults.of(dict(command.data)),
         )
         return evolve(
             state,

@@ -52,6 +52,8 @@ class Cluster:
             self.world.secrets[s["metadata"]["name"]] = s
         for obj in objs:  # the world holds whole objects; events carry what the adapters keep of them
             sources = sources_of(obj, self.config)
+            if SourceKind.CATALOG_CONFIGMAP in sources and obj in objects:
+                self.world.catalog = obj  # a catalog given (not the placeholder): it is there until rewritten
             if SourceKind.AGENT_TEMPLATES in sources:
                 self.world.templates[obj["metadata"]["name"]] = obj
             if {SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS} & set(sources):
