@@ -112,7 +112,7 @@ def views_for(state: CatalogState, logical: str) -> list[RouteView]:
 
 def _metadata_key(view: RouteView) -> tuple[int, int, str, str]:
     """The entry's metadata comes from the lowest-order row, owned local rows first, then the other owned
-    ones: a row the catalog does not own adds a route and aliases (contracts B.4) but never changes what an
+    ones: a row the catalog does not own adds a route and aliases (behaviour §6) but never changes what an
     owned route publishes, whatever order, owner or locality it claims (anyone who may add a LiteLLM row
     can claim ``ai_appliance_owner: private-mesh``)."""
     return (

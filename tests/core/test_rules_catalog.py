@@ -379,7 +379,7 @@ def test_base_urls_are_published_without_a_trailing_slash():
 def test_a_foreign_row_claiming_a_trusted_owner_never_rewrites_an_owned_entry():
     """Issue 32 #7: a row that merely says ``ai_appliance_owner: private-mesh``, with an owned external
     model's name and ``order: 0``, took over the entry's type, context window, API base and display name.
-    A row the catalog does not own adds a route (contracts B.4); what the owned route publishes stays."""
+    A row the catalog does not own adds a route (behaviour §6); what the owned route publishes stays."""
     owned = {
         "name": "gpt-4o",
         "model": "openai/gpt-4o",
@@ -412,7 +412,7 @@ def test_a_foreign_row_claiming_a_trusted_owner_never_rewrites_an_owned_entry():
 
 
 def test_an_owned_local_route_still_gives_its_metadata_before_an_owned_external_one():
-    """The order among owned routes is unchanged (contracts B.4): a foreign row only comes after them."""
+    """The order among owned routes is unchanged (behaviour §6): a foreign row only comes after them."""
     c = Cluster()
     c.start(
         b.kubeai_model("llama", args=["--max-model-len=32768"]),
