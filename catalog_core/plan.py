@@ -310,6 +310,10 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
                 by_id = _index(by_id, cand.route.id, item, add)
                 names = mark(names, cand.route.model_name)
                 ids = mark(ids, cand.route.id)
+            elif registry.sticky_names(cand.source):
+                # A runtime claims its name even while withheld: holding it, it keeps it (behaviour §3).
+                by_name = _index(by_name, cand.name, item, add)
+                names = mark(names, cand.name)
         if new is None:
             cands, last_good = cands.delete(item), last_good.delete(item)
         else:

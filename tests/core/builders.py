@@ -123,7 +123,9 @@ def freetoken_deployment(
     annotations: dict[str, str] | None = None,
     generation: int = 1,
     observed_generation: int | None = None,
+    owners: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """``owners``: its ownerReferences (``activation_owner`` makes the one the operator would set)."""
     labels = {"appliance.magicstick.dev/runtime": "freetoken"}
     if activation_name is not None:
         labels["appliance.magicstick.dev/modelactivation"] = activation_name
@@ -133,7 +135,7 @@ def freetoken_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(name, labels=labels, annotations=ann, generation=generation),
+        "metadata": _meta(name, labels=labels, annotations=ann, generation=generation, ownerReferences=owners),
         "spec": {
             "template": {
                 "spec": {"containers": [{"name": "rt", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
@@ -144,6 +146,17 @@ def freetoken_deployment(
             "readyReplicas": 1 if ready else 0,
             "conditions": [{"type": "Available", "status": "True" if ready else "False"}],
         },
+    }
+
+
+def activation_owner(name: str, uid: str | None = None) -> dict[str, Any]:
+    """An ownerReference to ModelActivation ``name``, by default with that activation's true uid."""
+    return {
+        "apiVersion": "appliance.magicstick.dev/v1alpha1",
+        "kind": "ModelActivation",
+        "name": name,
+        "uid": uid if uid is not None else uid_of(name, APPLIANCE_NS),
+        "controller": True,
     }
 
 

@@ -9,6 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from catalog_core import registry
 from catalog_core.commands import DeleteLiteLLMModel, plain
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind, SourceListed, Ticked
@@ -154,7 +155,7 @@ def _assert_same_outcome(c: Cluster, reference: Cluster, *, except_first_come: b
     assert routes == ref_routes
 
 
-STICKY: set[str] = set()  # the sources whose items keep the names they hold (none yet)
+STICKY = {s.source.value for s in registry.SPECS if s.sticky_names}
 
 
 def _contested_names(c: Cluster) -> set[str]:
