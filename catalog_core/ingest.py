@@ -340,9 +340,7 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
     return evolve(
         state,
         cluster=evolve(cluster, catalog=observed, initial_catalog_hash=initial),
-        pending=evolve(
-            state.pending, catalog=True, rollouts=True, templates=state.pending.templates or held
-        ),
+        pending=evolve(state.pending, catalog=True, rollouts=True, templates=state.pending.templates or held),
         control=evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
     )
 

@@ -544,9 +544,8 @@ def rendered_catalog(state: CatalogState) -> RenderedCatalog:
     """The catalog ConfigMap's data for ``state``: re-rendered only where entries or records changed
     since the last call (``render_incremental``); ``full_catalog`` is the same, from scratch."""
     d = state.derived
-    return render_incremental(
-        d.entries, d.records, _document_records(state), state.config, held_defaults(state.cluster.catalog)
-    )
+    held = held_defaults(state.cluster.catalog)
+    return render_incremental(d.entries, d.records, _document_records(state), state.config, held=held)
 
 
 def catalog_within(state: CatalogState, limit: int) -> RenderedCatalog | OversizedCatalog:
@@ -554,7 +553,7 @@ def catalog_within(state: CatalogState, limit: int) -> RenderedCatalog | Oversiz
     (``render_within``): what the plan writes, or says it cannot."""
     d = state.derived
     held = held_defaults(state.cluster.catalog)
-    return render_within(d.entries, d.records, _document_records(state), state.config, limit, held)
+    return render_within(d.entries, d.records, _document_records(state), state.config, limit, held=held)
 
 
 def full_catalog(state: CatalogState) -> RenderedCatalog:

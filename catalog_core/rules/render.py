@@ -517,11 +517,12 @@ def render_incremental(
     records: PMap[RouteRecord],
     extras: tuple[RouteRecord, ...],
     config: CatalogConfig,
+    *,
     held: HeldDefaults = NO_DEFAULTS,
 ) -> RenderedCatalog:
     """``render_catalog(entries.values(), [*records.values(), *extras], config, held=held)``, at the cost
     of what changed since the last call."""
-    rendered = _incremental(entries, records, extras, config, None, held)
+    rendered = _incremental(entries, records, extras, config, None, held=held)
     assert isinstance(rendered, RenderedCatalog)
     return rendered
 
@@ -532,11 +533,12 @@ def render_within(
     extras: tuple[RouteRecord, ...],
     config: CatalogConfig,
     limit: int,
+    *,
     held: HeldDefaults = NO_DEFAULTS,
 ) -> RenderedCatalog | OversizedCatalog:
     """``render_incremental``, or ``OversizedCatalog`` when the data exceeds ``limit`` bytes (then not
     rendered at all when a lower bound already tells; a catalog near the limit is rendered and measured)."""
-    return _incremental(entries, records, extras, config, limit, held)
+    return _incremental(entries, records, extras, config, limit, held=held)
 
 
 def _incremental(
@@ -545,6 +547,7 @@ def _incremental(
     extras: tuple[RouteRecord, ...],
     config: CatalogConfig,
     limit: int | None,
+    *,
     held: HeldDefaults,
 ) -> RenderedCatalog | OversizedCatalog:
     try:

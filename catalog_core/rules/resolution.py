@@ -96,7 +96,9 @@ def resolve(
         routed = [c for c in group if c.route is not None]
         if name in taken_names:  # a source of a higher rank publishes it
             for cand in routed:
-                losses = losses.set(cand.item, (Reason.CONFLICT, f"{name!r} is published by {taken_names[name]}"))
+                losses = losses.set(
+                    cand.item, (Reason.CONFLICT, f"{name!r} is published by {taken_names[name]}")
+                )
         else:
             eligible: list[Candidate] = []
             for cand in routed:

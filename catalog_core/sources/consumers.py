@@ -126,5 +126,7 @@ class Workload:
         annotations = raw.string_map(obj, "spec", "template", "metadata", "annotations")
         consumer = is_consumer(
             raw.string_map(obj, "spec", "template", "metadata", "labels"), annotations
-        ) or is_consumer(raw.string_map(obj, "metadata", "labels"), raw.string_map(obj, "metadata", "annotations"))
+        ) or is_consumer(
+            raw.string_map(obj, "metadata", "labels"), raw.string_map(obj, "metadata", "annotations")
+        )
         return cls(kind, name, raw.uid_of(obj), annotations.get(CATALOG_HASH_ANNOTATION), consumer)

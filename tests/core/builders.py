@@ -135,7 +135,9 @@ def freetoken_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(name, labels=labels, annotations=ann, generation=generation, ownerReferences=owners),
+        "metadata": _meta(
+            name, labels=labels, annotations=ann, generation=generation, ownerReferences=owners
+        ),
         "spec": {
             "template": {
                 "spec": {"containers": [{"name": "rt", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}

@@ -145,7 +145,8 @@ def _assert_same_outcome(c: Cluster, reference: Cluster, *, except_first_come: b
                 doc.pop(key)
             doc["models"] = [m for m in doc["models"] if m["id"] not in contested]
         routes, ref_routes = (
-            [r for r in rs if not (r["source"] in STICKY and r["name"] in contested)] for rs in (routes, ref_routes)
+            [r for r in rs if not (r["source"] in STICKY and r["name"] in contested)]
+            for rs in (routes, ref_routes)
         )
         rows, ref_rows = (
             {k: v for k, v in rs.items() if v["model_name"] not in contested} for rs in (rows, ref_rows)

@@ -253,8 +253,9 @@ def test_a_pod_claiming_litellms_deployment_never_rolls_it():
         c.apply(forged)
     _catalog_changes(c)
     assert _rolled(c) == []
-    assert "ai-appliance.io/catalog-hash" not in (
-        c.world.workloads["Deployment/litellm"]["spec"]["template"]["metadata"]["annotations"]
+    assert (
+        "ai-appliance.io/catalog-hash"
+        not in (c.world.workloads["Deployment/litellm"]["spec"]["template"]["metadata"]["annotations"])
     )
     assert c.world.evicted == []  # a pod with a controller is not ownerless
 
@@ -284,7 +285,9 @@ def test_every_link_of_the_chain_must_name_the_object_by_its_uid():
         # a pod naming a true ReplicaSet by a uid that is not its own
         b.deployment("anything", labels={"app": "anything-llm"}),
         b.replicaset("anything-1", "anything"),
-        b.pod("anything-1-a", labels={"app": "anything-llm"}, owner=("ReplicaSet", "anything-1"), owner_uid="x"),
+        b.pod(
+            "anything-1-a", labels={"app": "anything-llm"}, owner=("ReplicaSet", "anything-1"), owner_uid="x"
+        ),
         # StatefulSet and DaemonSet owners, each named by a wrong uid
         b.statefulset("hermes", labels=HERMES),
         b.pod("hermes-0", labels=HERMES, owner=("StatefulSet", "hermes"), owner_uid="x"),

@@ -123,9 +123,9 @@ def test_the_template_is_not_patched_when_only_a_model_is_added():
     c.start(b.kubeai_model("llama"), b.agent_template("litellm-default"))
     c.apply(b.kubeai_model("0-assistant"))
     patches = [w for w in c.world.writes if isinstance(w, PatchAgentTemplate)]
-    assert all(
-        "model" not in p.patch.value()["spec"]["config"] for p in patches[1:]
-    ), "a later patch set the template's model"
+    assert all("model" not in p.patch.value()["spec"]["config"] for p in patches[1:]), (
+        "a later patch set the template's model"
+    )
     assert _template_model(c) == ("litellm/llama", "litellm/llama")
 
 

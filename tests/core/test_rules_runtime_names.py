@@ -191,7 +191,11 @@ def test_who_serves_a_name_changes_only_when_its_holder_goes_or_the_operator_mar
     """Runtimes (and a KubeAI Model) claiming one name arrive one by one, in any order: the first to serve
     it keeps serving it, unless a runtime its activation owns comes (the only one so marked); a restart
     onto what LiteLLM holds changes nothing."""
-    objs = [obj for n in names for obj in _runtime(n, owners=[b.activation_owner("phi")] if n in vouched else None)]
+    objs = [
+        obj
+        for n in names
+        for obj in _runtime(n, owners=[b.activation_owner("phi")] if n in vouched else None)
+    ]
     if kubeai:
         objs.append(b.kubeai_model("phi"))
     c = Cluster()

@@ -948,7 +948,9 @@ CASES = [
         "conflict",
         "NameHeld",
         check=lambda c: (
-            c.world.rows["ai-appliance-freetoken-held"]["litellm_params"]["api_base"].startswith("http://held-rt.")
+            c.world.rows["ai-appliance-freetoken-held"]["litellm_params"]["api_base"].startswith(
+                "http://held-rt."
+            )
             or pytest.fail("taken")
         ),
     ),
@@ -961,10 +963,12 @@ CASES = [
         "conflict",
         "NameContested",
         check=lambda c: (
-            "ai-appliance-freetoken-twin" not in c.world.rows
-            and [r["reason"] for r in c.routes() if r["name"] == "twin"] == ["NameContested"] * 2
-        )
-        or pytest.fail("published, or not both contested"),
+            (
+                "ai-appliance-freetoken-twin" not in c.world.rows
+                and [r["reason"] for r in c.routes() if r["name"] == "twin"] == ["NameContested"] * 2
+            )
+            or pytest.fail("published, or not both contested")
+        ),
     ),
     Case(
         "absurd-max-model-len",

@@ -65,7 +65,11 @@ async def _grant_pod_author(kube_client: Any, ns: str) -> None:
             "metadata": {"name": "pod-author"},
             "rules": [
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]},
-                {"apiGroups": ["apps"], "resources": ["deployments", "replicasets"], "verbs": ["get", "list"]},
+                {
+                    "apiGroups": ["apps"],
+                    "resources": ["deployments", "replicasets"],
+                    "verbs": ["get", "list"],
+                },
             ],
         },
     )
@@ -100,7 +104,11 @@ async def test_a_pod_author_cannot_make_the_controller_roll_litellm(
     chat_rs = await apps.create_namespaced_replica_set(ns, chat_rs_body)
     await core.create_namespaced_pod(
         ns,
-        _pod("chat-ui-7c9-x1", {"app": "chat-ui", **CONSUMER}, _owned_by("ReplicaSet", "chat-ui-7c9", chat_rs.metadata.uid)),
+        _pod(
+            "chat-ui-7c9-x1",
+            {"app": "chat-ui", **CONSUMER},
+            _owned_by("ReplicaSet", "chat-ui-7c9", chat_rs.metadata.uid),
+        ),
     )
 
     await _grant_pod_author(kube_client, ns)
@@ -135,7 +143,9 @@ async def test_a_pod_author_cannot_make_the_controller_roll_litellm(
             if exc.status == 404:
                 return None
             raise
-        if with_model and "phi-4-mini" not in [m["id"] for m in json.loads(cm.data["catalog.json"])["models"]]:
+        if with_model and "phi-4-mini" not in [
+            m["id"] for m in json.loads(cm.data["catalog.json"])["models"]
+        ]:
             return None
         return str((cm.metadata.annotations or {}).get(HASH))
 
