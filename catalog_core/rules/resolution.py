@@ -113,7 +113,8 @@ def resolve(
                 losses = losses.set(cand.item, loss) if loss is not None else losses.delete(cand.item)
             if winner is not None and taken_names.get(name) == winner.item:
                 holder = winner.item
-        holders = holders.set(name, holder) if holder is not None else holders.delete(name)
+        if holders.get(name) != holder:
+            holders = holders.set(name, holder) if holder is not None else holders.delete(name)
     for item in items:
         if derived.candidates[item].route is None:
             losses = losses.delete(item)
