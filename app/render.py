@@ -32,6 +32,7 @@ from catalog_core.redact import inline_vault_key, redact_for_source, secret_vaul
 from catalog_core.rules.agent_templates import applied_content
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
+from catalog_core.sources.catalog_configmap import held_defaults
 from catalog_core.sources.common import ACTIVATION_LABEL
 from catalog_core.state import CatalogState, initial_state
 from catalog_core.urls import masked_url
@@ -134,7 +135,9 @@ def render(
     output: dict[str, Any] = {
         "litellm": _desired(state, vault, show_secrets),
         "catalog": rendered_catalog(state).as_dict(),
-        "agentTemplate": applied_content(list(state.derived.entries.values()), config),
+        "agentTemplate": applied_content(
+            list(state.derived.entries.values()), config, held_defaults(state.cluster.catalog).chat
+        ),
         "routes": [r.as_json() for r in sorted(all_records(state), key=lambda r: (r.source, r.name))],
     }
     if model_info is not None:

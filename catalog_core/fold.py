@@ -40,8 +40,7 @@ from catalog_core.keys import is_litellm_key, probe_key
 from catalog_core.plan import leadership_changed, mark_key, tick
 from catalog_core.reasons import Reason
 from catalog_core.rules import health as health_rules
-from catalog_core.sources.catalog_configmap import ObservedCatalog
-from catalog_core.sources.consumers import Workload
+from catalog_core.sources.catalog_configmap import HeldDefaults, ObservedCatalog
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogState, Failure, Pending, Retry, mark, mark_all
 
@@ -195,6 +194,7 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
             catalog_hash=command.catalog_hash,
             fingerprint=command.fingerprint,
             ready=True,
+            defaults=HeldDefaults.of(dict(command.data)),
         )
         return evolve(
             state,
@@ -205,7 +205,7 @@ def _applied(state: CatalogState, command: Command) -> CatalogState:
         key = f"{command.kind}/{command.name}"
         workload = state.cluster.workloads.get(key)
         if workload is not None:
-            updated = Workload(workload.kind, workload.name, workload.uid, command.catalog_hash)
+            updated = evolve(workload, template_hash=command.catalog_hash)
             return evolve(
                 state,
                 cluster=evolve(state.cluster, workloads=state.cluster.workloads.set(key, updated)),

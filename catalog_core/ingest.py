@@ -41,7 +41,7 @@ from catalog_core.keys import (
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason
 from catalog_core.sources.agent_template import AgentTemplateInfo
-from catalog_core.sources.catalog_configmap import ObservedCatalog
+from catalog_core.sources.catalog_configmap import ObservedCatalog, held_defaults
 from catalog_core.sources.consumers import ConsumerPod, ReplicaSetOwner, Workload
 from catalog_core.sources.external import ExternalModelsDocument
 from catalog_core.sources.freetoken import ServicePort
@@ -334,10 +334,13 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
     if initial is None and observed is not None:
         initial = observed.previous_hash or observed.catalog_hash or ""
     ns, name = state.config.namespace, state.config.catalog_configmap
+    # The defaults it holds are the ones that stay while published: an AgentTemplate without a model of
+    # the catalog gets the default, so it is planned again when that may have moved.
+    held = held_defaults(cluster.catalog) != held_defaults(observed)
     return evolve(
         state,
         cluster=evolve(cluster, catalog=observed, initial_catalog_hash=initial),
-        pending=evolve(state.pending, catalog=True, rollouts=True),
+        pending=evolve(state.pending, catalog=True, rollouts=True, templates=state.pending.templates or held),
         control=evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
     )
 

@@ -61,7 +61,7 @@ from catalog_core.rules.render import (
 )
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
-from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT
+from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, held_defaults
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import (
     NO_MARKS,
@@ -310,6 +310,10 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
                 by_id = _index(by_id, cand.route.id, item, add)
                 names = mark(names, cand.route.model_name)
                 ids = mark(ids, cand.route.id)
+            elif registry.sticky_names(cand.source):
+                # A runtime claims its name even while withheld: holding it, it keeps it (behaviour §3).
+                by_name = _index(by_name, cand.name, item, add)
+                names = mark(names, cand.name)
         if new is None:
             cands, last_good = cands.delete(item), last_good.delete(item)
         else:
@@ -540,19 +544,26 @@ def rendered_catalog(state: CatalogState) -> RenderedCatalog:
     """The catalog ConfigMap's data for ``state``: re-rendered only where entries or records changed
     since the last call (``render_incremental``); ``full_catalog`` is the same, from scratch."""
     d = state.derived
-    return render_incremental(d.entries, d.records, _document_records(state), state.config)
+    held = held_defaults(state.cluster.catalog)
+    return render_incremental(d.entries, d.records, _document_records(state), state.config, held=held)
 
 
 def catalog_within(state: CatalogState, limit: int) -> RenderedCatalog | OversizedCatalog:
     """``rendered_catalog``, or ``OversizedCatalog`` (its hash only) when its data exceeds ``limit`` bytes
     (``render_within``): what the plan writes, or says it cannot."""
     d = state.derived
-    return render_within(d.entries, d.records, _document_records(state), state.config, limit)
+    held = held_defaults(state.cluster.catalog)
+    return render_within(d.entries, d.records, _document_records(state), state.config, limit, held=held)
 
 
 def full_catalog(state: CatalogState) -> RenderedCatalog:
     """``rendered_catalog`` rendered from scratch: the oracle the incremental render is tested against."""
-    return render_catalog(state.derived.entries.values(), all_records(state), state.config)
+    return render_catalog(
+        state.derived.entries.values(),
+        all_records(state),
+        state.config,
+        held=held_defaults(state.cluster.catalog),
+    )
 
 
 def _litellm_in_flight(state: CatalogState) -> bool:
@@ -657,7 +668,7 @@ def _templates(out: _Out) -> None:
             # tick it may go (a change every tick at 10,000 models made it most of each tick's work).
             _wait(out, wait, "templates")
             continue
-        patch = template_patch(template, entries, cfg)
+        patch = template_patch(template, entries, cfg, held_defaults(state.cluster.catalog).chat)
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
             _settled_emit(out, command, since, windows, "templates")

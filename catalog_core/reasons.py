@@ -57,6 +57,8 @@ class Reason(StrEnum):
     DUPLICATE_NAME = "DuplicateName"
     ID_COLLISION = "IdCollision"
     ID_TAKEN = "IdTaken"
+    NAME_HELD = "NameHeld"  # another runtime holds the name (or its activation owns the other runtime)
+    NAME_CONTESTED = "NameContested"  # runtimes claim the name at once, none holds it: none is published
 
 
 # Reasons that describe bad input: the item's last good route stays published, while the Secret its key
@@ -97,7 +99,15 @@ STATE_OF: dict[Reason, RouteState] = {
         RouteState.WITHHELD,
     ),
     **dict.fromkeys(
-        (Reason.CONFLICT, Reason.DUPLICATE_NAME, Reason.ID_COLLISION, Reason.ID_TAKEN), RouteState.CONFLICT
+        (
+            Reason.CONFLICT,
+            Reason.DUPLICATE_NAME,
+            Reason.ID_COLLISION,
+            Reason.ID_TAKEN,
+            Reason.NAME_HELD,
+            Reason.NAME_CONTESTED,
+        ),
+        RouteState.CONFLICT,
     ),
 }
 

@@ -101,6 +101,7 @@ SPECS: tuple[SourceSpec, ...] = (
         value_type=FreeTokenRuntime,
         bare_health_keys=True,
         published_name=runtime_model_name,
+        sticky_names=True,
     ),
     SourceSpec(
         Source.KUBEAI,
@@ -115,6 +116,7 @@ SPECS: tuple[SourceSpec, ...] = (
         warning_target=_kubeai_target,
         parse=lambda state, obj: KubeAIModel.from_k8s(obj),
         value_type=KubeAIModel,
+        sticky_names=True,
     ),
 )
 
@@ -155,6 +157,9 @@ def check(specs: tuple[SourceSpec, ...]) -> None:
             raise RuntimeError(
                 f"registry: {spec.source}: read object by object (parse, value_type) or as a document"
             )
+    sticky = [s.rank for s in specs if s.sticky_names]
+    if sticky and max(sticky) >= min((s.rank for s in specs if not s.sticky_names), default=max(sticky) + 1):
+        raise RuntimeError("registry: a source with sticky names must rank below every source without")
     declared = set(SourceKind) - BUILT_IN_KINDS - {s.kind for s in specs}
     if declared:
         raise RuntimeError(f"registry: source kinds declared without a spec: {sorted(declared)}")
@@ -207,6 +212,11 @@ def claim(state: CatalogState, item: str) -> Candidate | None:
 
 def rank(source: Source) -> int:
     return BY_SOURCE[source].rank
+
+
+def sticky_names(source: Source) -> bool:
+    """Whether ``source``'s items keep a model name they hold against each other (behaviour §3)."""
+    return BY_SOURCE[source].sticky_names
 
 
 def catalog_source(source: Source) -> str:

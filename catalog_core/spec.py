@@ -57,7 +57,7 @@ class SourceSpec:
     kind: SourceKind  # the Kubernetes source whose objects are its items
     resource: Resource  # what that source watches
     trim: TrimSpec  # the fields of its objects the core reads (catalog_core/trim.py)
-    rank: int  # one owned route per name: the higher rank wins (behaviour §3); a tie goes to the item key
+    rank: int  # one owned route per name: the higher rank wins (behaviour §3)
     id_family: str  # its rows' ids are ``ai-appliance-<id_family>-<slug>``; also model_info.source
     health_gated: bool  # published only once its endpoint answers GET /health (behaviour §4)
     claim: Claim  # the item's claim to a route, or the reason it has none; None when it does not exist
@@ -79,6 +79,10 @@ class SourceSpec:
     bare_health_keys: bool = False
     # Sources whose CRD being installed or not its claims read: a change re-derives every item of this one.
     reads_installed: tuple[SourceKind, ...] = ()
+    # Its items are runtimes that anyone who may create Deployments or Models in NAMESPACE can make: among
+    # such items (of any rank), the one holding a model name keeps it, and rank decides only when none
+    # holds it (behaviour §3). They rank below every source without it.
+    sticky_names: bool = False
 
     def item(self, name: str) -> ItemKey:
         return ItemKey(self.item_prefix, name)

@@ -105,6 +105,8 @@ class Candidate:
     refs: tuple[str, ...] = ()  # "secret/x", "service/y", "activation/z": what the claim depends on
     health_url: str | None = None  # a FreeToken runtime that passed its other gates
     warnings: tuple[FieldWarning, ...] = ()  # optional fields of the input that were dropped
+    # the operator vouches for it: a runtime owned by its ModelActivation (owner reference, uid verified)
+    vouched: bool = False
 
 
 @attrs.frozen
@@ -254,11 +256,15 @@ class Derived:
     # route id -> the item whose kept route was withdrawn because what allowed it is gone (the Secret its
     # key came from, a trusted Service): written at once, past any write damping, then forgotten
     withdrawn: PMap[str] = attrs.field(factory=empty)
-    by_name: PMap[frozenset[str]] = attrs.field(factory=empty)  # model name -> items claiming it
+    # model name -> items claiming it: with a route, or a runtime's (sticky names) withheld or not
+    by_name: PMap[frozenset[str]] = attrs.field(factory=empty)
     by_id: PMap[frozenset[str]] = attrs.field(factory=empty)  # route id -> items claiming it
     refs: PMap[frozenset[str]] = attrs.field(factory=empty)  # "secret/x" -> items depending on it
     wanted_secrets: frozenset[str] = frozenset()  # the Secrets some item references (the "secret/x" refs)
     winners: PMap[str] = attrs.field(factory=empty)  # route id -> winning item
+    # model name -> the item of a sticky-name source (a runtime) that holds it, kept while that item claims
+    # the name, even withheld (behaviour §3)
+    holders: PMap[str] = attrs.field(factory=empty)
     losses: PMap[tuple[Reason, str]] = attrs.field(factory=empty)  # item -> why it lost
     entries: PMap[CatalogEntry] = attrs.field(factory=empty)  # logical name -> entry
     records: PMap[RouteRecord] = attrs.field(factory=empty)  # item -> routes.json record

@@ -64,7 +64,8 @@ _META: Spec = {
 }
 _WORKLOAD: Spec = {
     "metadata": _META,
-    "spec": {"template": {"metadata": {"annotations": _APPLIANCE_ANNOTATIONS}}},
+    # its pod template's labels: whether the workload is a consumer itself (behaviour §9.2)
+    "spec": {"template": {"metadata": {"labels": KEEP, "annotations": _APPLIANCE_ANNOTATIONS}}},
 }
 
 # A runtime Deployment (FreeToken's, or another runtime served the same way): its readiness and resources.

@@ -47,9 +47,10 @@ def is_target(template: AgentTemplateInfo, config: CatalogConfig) -> bool:
 
 
 def template_patch(
-    template: AgentTemplateInfo, entries: list[CatalogEntry], config: CatalogConfig
+    template: AgentTemplateInfo, entries: list[CatalogEntry], config: CatalogConfig, held: str = ""
 ) -> dict[str, Any] | None:
-    """The merge patch for one template, or None when it already matches (or must be left alone)."""
+    """The merge patch for one template, or None when it already matches (or must be left alone).
+    ``held``: the default chat model the written catalog holds (``pick_default``)."""
     chat = sorted((e for e in entries if e.model_type is ModelType.CHAT), key=lambda e: e.id)
     if not chat or template.shape_problem is not None:
         return None  # no chat model: skip (behaviour §9); an unexpected shape is reported, not overwritten
@@ -60,7 +61,7 @@ def template_patch(
         config_patch["provider"] = {"litellm": {"models": merge_diff(current, models) if current else models}}
     ids = [e.id for e in chat]
     known = set(ids)
-    default = f"litellm/{pick_default(config.default_chat_model, ids)}"
+    default = f"litellm/{pick_default(config.default_chat_model, ids, held)}"
     for field, value in (("model", template.model), ("small_model", template.small_model)):
         # ``value in {"litellm/<id>" for each chat entry}``, without formatting every id each tick
         if not (isinstance(value, str) and value.startswith("litellm/") and value[8:] in known):
@@ -70,12 +71,12 @@ def template_patch(
     return {"metadata": {"resourceVersion": template.resource_version}, "spec": {"config": config_patch}}
 
 
-def applied_content(entries: list[CatalogEntry], config: CatalogConfig) -> dict[str, Any]:
+def applied_content(entries: list[CatalogEntry], config: CatalogConfig, held: str = "") -> dict[str, Any]:
     """What every target template ends up with (for render's ``agentTemplate`` output)."""
     chat = sorted((e for e in entries if e.model_type is ModelType.CHAT), key=lambda e: e.id)
     if not chat:
         return {}
-    default = f"litellm/{pick_default(config.default_chat_model, [e.id for e in chat])}"
+    default = f"litellm/{pick_default(config.default_chat_model, [e.id for e in chat], held)}"
     return {
         "spec": {
             "config": {

@@ -483,6 +483,9 @@ def _runtime_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate
     if not activation.active:
         reason = Reason.DELETING if activation.deleting else Reason.ACTIVATION_DISABLED
         return _with_last_good(state, base, reason, f"ModelActivation {activation.name} is not active", refs)
+    if runtime.activation_owner_uid and runtime.activation_owner_uid == activation.uid:
+        # Owned by its activation, by that activation's uid: the operator's own runtime (behaviour §3).
+        base = evolve(base, vouched=True)
     if runtime.problem is not None and runtime.problem.reason is Reason.NESTED_TOO_DEEPLY:
         # unreadable, so its readiness is unknown: bad input keeps the last good route
         return _with_last_good(state, base, runtime.problem.reason, runtime.problem.message, refs)

@@ -111,9 +111,12 @@ def views_for(state: CatalogState, logical: str) -> list[RouteView]:
 
 
 def _metadata_key(view: RouteView) -> tuple[int, int, str, str]:
-    """The entry's metadata comes from the lowest-order row, owned local rows first."""
+    """The entry's metadata comes from the lowest-order row, owned local rows first, then the other owned
+    ones: a row the catalog does not own adds a route and aliases (behaviour §6) but never changes what an
+    owned route publishes, whatever order, owner or locality it claims (anyone who may add a LiteLLM row
+    can claim ``ai_appliance_owner: private-mesh``)."""
     return (
-        0 if view.owned and view.local else 1,
+        (0 if view.local else 1) if view.owned else 2,
         view.order if view.order is not None else _BIG,
         view.owner,
         view.id,

@@ -15,6 +15,11 @@ from catalog_core.pmap import PMap, empty
 from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
 from catalog_core.sources.catalog_configmap import (
     CONFIGMAP_DATA_LIMIT,
+    DEFAULT_CHAT_KEY,
+    DEFAULT_EMBEDDING_KEY,
+    NO_DEFAULTS,
+    READY_KEY,
+    HeldDefaults,
     configmap_data_size,
     data_fingerprint,
 )
@@ -24,11 +29,9 @@ from catalog_core.values import ModelType
 
 # Key names are literal (behaviour §5.1): consumers read them by name, e.g. AnythingLLM's Deployment has a
 # configMapKeyRef to AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL. Only READY and HASH carry MODEL_CATALOG_.
-READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
+# (READY_KEY and the default models' keys are read back from the written catalog: declared with it.)
 HASH_KEY = "AI_APPLIANCE_MODEL_CATALOG_HASH"
-DEFAULT_CHAT_KEY = "AI_APPLIANCE_DEFAULT_CHAT_MODEL"
 DEFAULT_OPENCODE_KEY = "AI_APPLIANCE_DEFAULT_OPENCODE_MODEL"
-DEFAULT_EMBEDDING_KEY = "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL"
 MODEL_COUNT_KEY = "AI_APPLIANCE_MODEL_COUNT"
 CHAT_COUNT_KEY = "AI_APPLIANCE_CHAT_MODEL_COUNT"
 EMBEDDING_COUNT_KEY = "AI_APPLIANCE_EMBEDDING_MODEL_COUNT"
@@ -134,10 +137,15 @@ _ENTRY_PARTS: PerObject[CatalogEntry, _EntryParts] = PerObject(_EntryParts)
 _RECORD_JSON: PerObject[RouteRecord, Fragment] = PerObject(lambda r, _: Fragment(r.as_json()))
 
 
-def pick_default(wanted: str, ids: list[str]) -> str:
-    """The configured id if it exists among models of that type; else the first in sorted order; else ''."""
+def pick_default(wanted: str, ids: list[str], held: str = "") -> str:
+    """The default model among ``ids`` (the models of one type, in id order; behaviour §5.1): the
+    configured id if it is among them; else the one the written catalog holds (``held``) while it is;
+    else the first; else ''. So with ``auto`` adding a model never changes the default (whoever may
+    create a model could name it to sort first), and a new one is chosen only when the current one goes."""
     if wanted in ids:
         return wanted
+    if held and held in ids:
+        return held
     return ids[0] if ids else ""
 
 
@@ -149,8 +157,9 @@ class CatalogParts:
     change touches; ``render`` then joins cached texts (issue 15).
     """
 
-    def __init__(self, config: CatalogConfig) -> None:
+    def __init__(self, config: CatalogConfig, held: HeldDefaults = NO_DEFAULTS) -> None:
         self.config = config
+        self.held = held  # the defaults the written catalog holds
         self.models = Run()  # every entry, by (type, id)
         self.chat = Run()  # chat entries by id, for chat-models.json
         self.embedding = Run()
@@ -165,9 +174,13 @@ class CatalogParts:
 
     @classmethod
     def of(
-        cls, entries: Iterable[CatalogEntry], records: Iterable[RouteRecord], config: CatalogConfig
+        cls,
+        entries: Iterable[CatalogEntry],
+        records: Iterable[RouteRecord],
+        config: CatalogConfig,
+        held: HeldDefaults = NO_DEFAULTS,
     ) -> CatalogParts:
-        parts = cls(config)
+        parts = cls(config, held)
         for e in sorted(entries, key=lambda e: (e.model_type.value, e.id)):
             parts.put_entry(e)
         # routes.json is sorted by (source, name), ties in the order given (a stable sort)
@@ -213,8 +226,11 @@ class CatalogParts:
     def _defaults(self) -> tuple[str, str, Any]:
         """The default chat model, the default embedding model and OpenClaw's compaction settings."""
         config = self.config
-        default_chat = _pick(config.default_chat_model, self.chat_entries, self.chat)
-        default_embedding = _pick(config.default_embedding_model, self.embedding_ids, self.embedding)
+        held = self.held
+        default_chat = _pick(config.default_chat_model, held.chat, self.chat_entries, self.chat)
+        default_embedding = _pick(
+            config.default_embedding_model, held.embedding, self.embedding_ids, self.embedding
+        )
         default_entry = self.chat_entries.get(default_chat)
         return (
             default_chat,
@@ -367,10 +383,12 @@ class _Text:
         self.text = text
 
 
-def _pick(wanted: str, ids: Container[str], run: Run) -> str:
+def _pick(wanted: str, held: str, ids: Container[str], run: Run) -> str:
     """``pick_default`` over a run's members, without listing them."""
     if wanted in ids:
         return wanted
+    if held and held in ids:
+        return held
     return str(run.first()) if len(run) else ""
 
 
@@ -380,6 +398,7 @@ def render_catalog(
     config: CatalogConfig,
     *,
     placeholder: bool = False,
+    held: HeldDefaults = NO_DEFAULTS,
 ) -> RenderedCatalog:
     """Every data key of behaviour §5.1 plus routes.json, from scratch. ``placeholder``: the bootstrap
     form (READY false, hash ``bootstrap``) that deploy/ ships so consumers can start before the first
@@ -387,7 +406,7 @@ def render_catalog(
 
     This is the oracle of ``IncrementalCatalog`` (tests/core/test_incremental_render.py): its parts are
     built afresh and its fingerprint is taken over the data itself."""
-    files, catalog_hash = CatalogParts.of(entries, records, config).files(placeholder=placeholder)
+    files, catalog_hash = CatalogParts.of(entries, records, config, held).files(placeholder=placeholder)
     data = {k: v.text if type(v) is _Text else pretty(v) for k, v in files.items()}
     pairs = tuple(sorted(data.items()))
     return RenderedCatalog(pairs, catalog_hash, data_fingerprint(dict(pairs)))
@@ -421,12 +440,17 @@ class IncrementalCatalog:
         self.rendered_size: int | None = None
 
     def update(
-        self, entries: PMap[CatalogEntry], records: PMap[RouteRecord], extras: tuple[RouteRecord, ...]
+        self,
+        entries: PMap[CatalogEntry],
+        records: PMap[RouteRecord],
+        extras: tuple[RouteRecord, ...],
+        held: HeldDefaults = NO_DEFAULTS,
     ) -> None:
         """``extras``: records each listed after every record of the same (source, name) (those of
-        unreadable documents)."""
+        unreadable documents); ``held``: the defaults the written catalog holds."""
         parts = self.parts
-        changed = False
+        changed = held != parts.held
+        parts.held = held
         for _, old, new in self.entries.changes(entries):
             changed = True
             if old is not None:
@@ -493,10 +517,12 @@ def render_incremental(
     records: PMap[RouteRecord],
     extras: tuple[RouteRecord, ...],
     config: CatalogConfig,
+    *,
+    held: HeldDefaults = NO_DEFAULTS,
 ) -> RenderedCatalog:
-    """``render_catalog(entries.values(), [*records.values(), *extras], config)``, at the cost of what
-    changed since the last call."""
-    rendered = _incremental(entries, records, extras, config, None)
+    """``render_catalog(entries.values(), [*records.values(), *extras], config, held=held)``, at the cost
+    of what changed since the last call."""
+    rendered = _incremental(entries, records, extras, config, None, held=held)
     assert isinstance(rendered, RenderedCatalog)
     return rendered
 
@@ -507,10 +533,12 @@ def render_within(
     extras: tuple[RouteRecord, ...],
     config: CatalogConfig,
     limit: int,
+    *,
+    held: HeldDefaults = NO_DEFAULTS,
 ) -> RenderedCatalog | OversizedCatalog:
     """``render_incremental``, or ``OversizedCatalog`` when the data exceeds ``limit`` bytes (then not
     rendered at all when a lower bound already tells; a catalog near the limit is rendered and measured)."""
-    return _incremental(entries, records, extras, config, limit)
+    return _incremental(entries, records, extras, config, limit, held=held)
 
 
 def _incremental(
@@ -519,6 +547,8 @@ def _incremental(
     extras: tuple[RouteRecord, ...],
     config: CatalogConfig,
     limit: int | None,
+    *,
+    held: HeldDefaults,
 ) -> RenderedCatalog | OversizedCatalog:
     try:
         warm = _WARM.pop()
@@ -526,7 +556,7 @@ def _incremental(
         warm = IncrementalCatalog(config)
     if warm.config is not config:
         warm = IncrementalCatalog(config)
-    warm.update(entries, records, extras)
+    warm.update(entries, records, extras, held)
     parts = warm.parts
     rendered: RenderedCatalog | OversizedCatalog
     if limit is not None and (at_least := parts.data_size_at_least()) > limit:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from catalog_core.evolve import evolve
-from catalog_core.sources.consumers import ConsumerPod
+from catalog_core.sources.consumers import ConsumerPod, Workload
 from catalog_core.state import CatalogState
 
 
@@ -25,6 +25,13 @@ def _birth(state: CatalogState, pod: ConsumerPod) -> str | None:
 def targets(state: CatalogState) -> list[RolloutTarget]:
     """Each consumer's owning workload (ReplicaSet -> Deployment), or the pod itself when it has none.
 
+    Only through a verified chain, to a workload that is a consumer itself: anyone who may create a pod
+    may write any ownerReference into it (Deployment/litellm, LiteLLM's own ReplicaSet, each with the true
+    uid, which anyone who may read them can copy). So every link must name its object by that object's uid
+    (pod -> ReplicaSet -> Deployment, pod -> StatefulSet, pod -> DaemonSet; a Deployment never owns a pod
+    itself), and the workload at its end must carry the consumer mark itself (behaviour §9.2). A pod whose
+    chain does not hold is left alone: neither its claimed owner is rolled nor the pod evicted.
+
     A workload we never rolled (no ``ai-appliance.io/catalog-hash`` in its pod template, e.g. after an
     upgrade from the previous controller, which deleted pods instead) is on the catalog its pods started
     with: it is rolled only when that differs from the current one, so an unchanged catalog rolls nothing.
@@ -34,22 +41,45 @@ def targets(state: CatalogState) -> list[RolloutTarget]:
     for pod in state.cluster.pods.values():
         if pod.terminating:
             continue
-        kind, name = pod.owner_kind, pod.owner_name
-        if kind == "ReplicaSet" and name is not None:
-            rs = state.cluster.replicasets.get(name)
-            kind, name = ("Deployment", rs.deployment) if rs is not None and rs.deployment else (None, None)
-        if kind in ("Deployment", "StatefulSet", "DaemonSet") and name is not None:
-            workload = state.cluster.workloads.get(f"{kind}/{name}")
-            if workload is not None:
-                out[(kind, name)] = RolloutTarget(kind, name, workload.uid, workload.template_hash)
-                births.setdefault((kind, name), set()).add(_birth(state, pod))
-                continue
-            if kind != "Deployment":
-                continue  # its workload is not observed yet
-        if kind is None or kind not in ("Deployment", "StatefulSet", "DaemonSet"):
+        owner = _owner(state, pod)
+        if owner is _EVICT:
             out[("Pod", pod.name)] = RolloutTarget("Pod", pod.name, pod.uid, _birth(state, pod))
+        elif isinstance(owner, Workload):
+            key = (owner.kind, owner.name)
+            out[key] = RolloutTarget(owner.kind, owner.name, owner.uid, owner.template_hash)
+            births.setdefault(key, set()).add(_birth(state, pod))
     for key, target in out.items():
         started = births.get(key)
         if target.current_hash is None and started is not None and len(started) == 1:
             out[key] = evolve(target, current_hash=next(iter(started)))
     return [out[k] for k in sorted(out)]
+
+
+_EVICT = "evict"  # the pod has no owner that would recreate it on a rollout: it is evicted itself
+_LEAVE = "leave"  # the chain does not hold (yet): nothing is done for this pod
+
+
+def _owner(state: CatalogState, pod: ConsumerPod) -> Workload | str:
+    """The consumer workload to roll for ``pod``, or ``_EVICT`` or ``_LEAVE``."""
+    kind, name = pod.owner_kind, pod.owner_name
+    if kind is None or name is None:
+        return _EVICT
+    if kind == "ReplicaSet":
+        rs = state.cluster.replicasets.get(name)
+        if rs is None or not rs.uid or rs.uid != pod.owner_uid:
+            return _LEAVE  # not observed yet, or not the ReplicaSet the pod names
+        if rs.deployment is None:
+            return _EVICT  # a bare ReplicaSet recreates the pod: evicting it is its rollout
+        return _verified(state, "Deployment", rs.deployment, rs.deployment_uid)
+    if kind in ("StatefulSet", "DaemonSet"):
+        return _verified(state, kind, name, pod.owner_uid)
+    if kind == "Deployment":
+        return _LEAVE  # a Deployment owns ReplicaSets, never a pod: only a forged reference says so
+    return _EVICT  # a Job or another controller recreates it
+
+
+def _verified(state: CatalogState, kind: str, name: str, uid: str) -> Workload | str:
+    workload = state.cluster.workloads.get(f"{kind}/{name}")
+    if workload is None or not workload.uid or workload.uid != uid or not workload.consumer:
+        return _LEAVE
+    return workload

@@ -12,6 +12,8 @@ from catalog_core.jsonval import canonical, short_hash
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, PREVIOUS_HASH_ANNOTATION
 
 READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
+DEFAULT_CHAT_KEY = "AI_APPLIANCE_DEFAULT_CHAT_MODEL"
+DEFAULT_EMBEDDING_KEY = "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL"
 
 
 # What the API server admits in one ConfigMap: the keys and values of ``data`` (and ``binaryData``)
@@ -28,6 +30,25 @@ def data_fingerprint(data: Mapping[str, str]) -> str:
 
 
 @attrs.frozen
+class HeldDefaults:
+    """The default chat and embedding models a written catalog holds ("" for none): with ``auto`` (or a
+    configured model that is not published), a default stays while it is published (behaviour §5.1)."""
+
+    chat: str = ""
+    embedding: str = ""
+
+    @classmethod
+    def of(cls, data: Mapping[str, str]) -> HeldDefaults:
+        """What ``data`` holds; none for a catalog that is not ready (the bootstrap placeholder)."""
+        if data.get(READY_KEY, "").strip().lower() != "true":
+            return NO_DEFAULTS
+        return cls(data.get(DEFAULT_CHAT_KEY, ""), data.get(DEFAULT_EMBEDDING_KEY, ""))
+
+
+NO_DEFAULTS = HeldDefaults()
+
+
+@attrs.frozen
 class ObservedCatalog:
     resource_version: str
     catalog_hash: str | None
@@ -36,6 +57,7 @@ class ObservedCatalog:
     # The hash this catalog replaced, when the controller wrote it over a different one: the catalog that
     # consumers started before this write may still be reading (see rules/rollouts.py).
     previous_hash: str | None = None
+    defaults: HeldDefaults = NO_DEFAULTS
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> ObservedCatalog:
@@ -47,4 +69,10 @@ class ObservedCatalog:
             fingerprint=data_fingerprint(data),
             ready=data.get(READY_KEY, "").strip().lower() == "true",
             previous_hash=annotations.get(PREVIOUS_HASH_ANNOTATION),
+            defaults=HeldDefaults.of(data),
         )
+
+
+def held_defaults(catalog: ObservedCatalog | None) -> HeldDefaults:
+    """The defaults the observed catalog holds (none when there is none)."""
+    return catalog.defaults if catalog is not None else NO_DEFAULTS

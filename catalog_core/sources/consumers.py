@@ -29,17 +29,28 @@ def is_consumer(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bo
     )
 
 
-def controller_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(kind, name) of the controlling ownerReference, if any."""
+@attrs.frozen
+class OwnerRef:
+    """One ownerReference: what it names. Anyone who may create an object may write any of it; only the
+    uid, compared with the uid of the object it names, tells a true reference from a forged one."""
+
+    kind: str
+    name: str
+    uid: str
+
+
+def controller_owner(obj: Mapping[str, Any]) -> OwnerRef | None:
+    """The controlling ownerReference, else the first one, if any."""
     refs = raw.path(obj, "metadata", "ownerReferences")
-    chosen: tuple[str, str] | None = None
+    chosen: OwnerRef | None = None
     for ref in refs if isinstance(refs, list) else []:
         kind, name = raw.string(ref, "kind"), raw.string(ref, "name")
         if not kind or not name:
             continue
+        owner = OwnerRef(kind, name, raw.string(ref, "uid") or "")
         if raw.path(ref, "controller") is True:
-            return kind, name
-        chosen = chosen or (kind, name)
+            return owner
+        chosen = chosen or owner
     return chosen
 
 
@@ -51,6 +62,7 @@ class ConsumerPod:
     owner_name: str | None
     catalog_hash: str | None  # the pod's own annotation, when its creator stamps one
     terminating: bool
+    owner_uid: str = ""  # the uid its owner reference gives (checked against the owner's own)
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> ConsumerPod | None:
@@ -64,10 +76,11 @@ class ConsumerPod:
         return cls(
             name=name,
             uid=raw.uid_of(obj),
-            owner_kind=owner[0] if owner else None,
-            owner_name=owner[1] if owner else None,
+            owner_kind=owner.kind if owner else None,
+            owner_name=owner.name if owner else None,
             catalog_hash=annotations.get(CATALOG_HASH_ANNOTATION),
             terminating=raw.path(obj, "metadata", "deletionTimestamp") is not None,
+            owner_uid=owner.uid if owner else "",
         )
 
 
@@ -75,6 +88,8 @@ class ConsumerPod:
 class ReplicaSetOwner:
     name: str
     deployment: str | None
+    uid: str = ""
+    deployment_uid: str = ""  # the uid its owner reference gives the Deployment
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> ReplicaSetOwner | None:
@@ -82,17 +97,26 @@ class ReplicaSetOwner:
         if not name:
             return None
         owner = controller_owner(obj)
-        return cls(name, owner[1] if owner and owner[0] == "Deployment" else None)
+        deployment = owner if owner is not None and owner.kind == "Deployment" else None
+        return cls(
+            name,
+            deployment.name if deployment else None,
+            raw.uid_of(obj),
+            deployment.uid if deployment else "",
+        )
 
 
 @attrs.frozen
 class Workload:
-    """A Deployment, StatefulSet or DaemonSet: the catalog hash its pod template carries."""
+    """A Deployment, StatefulSet or DaemonSet: the catalog hash its pod template carries, and whether it is
+    a consumer itself (its pod template, or the workload, carries the consumer mark or a known app's
+    labels): only such a workload is ever rolled (behaviour §9.2)."""
 
     kind: str
     name: str
     uid: str
     template_hash: str | None
+    consumer: bool = False
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any], kind: str) -> Workload | None:
@@ -100,4 +124,9 @@ class Workload:
         if not name:
             return None
         annotations = raw.string_map(obj, "spec", "template", "metadata", "annotations")
-        return cls(kind, name, raw.uid_of(obj), annotations.get(CATALOG_HASH_ANNOTATION))
+        consumer = is_consumer(
+            raw.string_map(obj, "spec", "template", "metadata", "labels"), annotations
+        ) or is_consumer(
+            raw.string_map(obj, "metadata", "labels"), raw.string_map(obj, "metadata", "annotations")
+        )
+        return cls(kind, name, raw.uid_of(obj), annotations.get(CATALOG_HASH_ANNOTATION), consumer)

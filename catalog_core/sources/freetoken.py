@@ -51,6 +51,9 @@ class FreeTokenRuntime:
     max_num_seqs: int | None = None
     problem: Problem | None = None  # the runtime cannot be published (its last good route stays)
     warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
+    # The uid its ownerReference to its ModelActivation gives (kind ModelActivation, the activation's
+    # name), "" when it has none: the operator's mark, which counts only when it is that activation's uid.
+    activation_owner_uid: str = ""
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any], runtime: LabelMatch = RUNTIME_MATCH) -> FreeTokenRuntime | None:
@@ -93,6 +96,9 @@ class FreeTokenRuntime:
             )
         annotations = raw.string_map(obj, "metadata", "annotations")
         ready, why = _ready_gate(obj)
+        refs = raw.path(obj, "metadata", "ownerReferences")
+        objects = [ref for ref in refs if isinstance(ref, dict)] if isinstance(refs, list) else None
+        owner_uid = activation_owner_uid(objects, activation)
         fields = OptionalFields()
         target = compute_target(annotations, fields)
         return cls(
@@ -111,7 +117,24 @@ class FreeTokenRuntime:
             max_num_seqs=fields.limit(annotations.get(MAX_NUM_SEQS_ANNOTATION), MAX_NUM_SEQS_ANNOTATION),
             problem=problem,
             warnings=fields.warnings,
+            activation_owner_uid=owner_uid or "",
         )
+
+
+def activation_owner_uid(refs: Any, activation: str | None) -> str | None:
+    """The uid of the ownerReference to ModelActivation ``activation`` in ``refs`` ("" when there is none);
+    None when ``refs`` is not a list of objects (the careful path reads what it can of it)."""
+    if refs is None or activation is None:
+        return ""
+    if type(refs) is not list:
+        return None
+    for ref in refs:
+        if type(ref) is not dict:
+            return None
+        if ref.get("kind") == "ModelActivation" and ref.get("name") == activation:
+            uid = ref.get("uid")
+            return uid if type(uid) is str else None
+    return ""
 
 
 # A name the API server accepts (a DNS subdomain, or any case of one; a label value is narrower): printable
@@ -180,6 +203,9 @@ def _from_plain(obj: Mapping[str, Any], runtime: LabelMatch) -> FreeTokenRuntime
     if target is not None and not (type(target) is str and target in COMPUTE_TARGETS):
         return None
 
+    owner_uid = activation_owner_uid(meta.get("ownerReferences"), activation)
+    if owner_uid is None:
+        return None
     ready, why = _plain_ready_gate(meta, obj.get("status"))
     if why is None:  # an unusual status: the careful path's own gate reads it
         ready, why = _ready_gate(obj)
@@ -195,6 +221,7 @@ def _from_plain(obj: Mapping[str, Any], runtime: LabelMatch) -> FreeTokenRuntime
         context,
         max_output,
         max_num_seqs,
+        activation_owner_uid=owner_uid,
     )
 
 

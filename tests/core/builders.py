@@ -123,7 +123,9 @@ def freetoken_deployment(
     annotations: dict[str, str] | None = None,
     generation: int = 1,
     observed_generation: int | None = None,
+    owners: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """``owners``: its ownerReferences (``activation_owner`` makes the one the operator would set)."""
     labels = {"appliance.magicstick.dev/runtime": "freetoken"}
     if activation_name is not None:
         labels["appliance.magicstick.dev/modelactivation"] = activation_name
@@ -133,7 +135,9 @@ def freetoken_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(name, labels=labels, annotations=ann, generation=generation),
+        "metadata": _meta(
+            name, labels=labels, annotations=ann, generation=generation, ownerReferences=owners
+        ),
         "spec": {
             "template": {
                 "spec": {"containers": [{"name": "rt", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
@@ -144,6 +148,17 @@ def freetoken_deployment(
             "readyReplicas": 1 if ready else 0,
             "conditions": [{"type": "Available", "status": "True" if ready else "False"}],
         },
+    }
+
+
+def activation_owner(name: str, uid: str | None = None) -> dict[str, Any]:
+    """An ownerReference to ModelActivation ``name``, by default with that activation's true uid."""
+    return {
+        "apiVersion": "appliance.magicstick.dev/v1alpha1",
+        "kind": "ModelActivation",
+        "name": name,
+        "uid": uid if uid is not None else uid_of(name, APPLIANCE_NS),
+        "controller": True,
     }
 
 
@@ -217,18 +232,33 @@ def deployment(
     }
 
 
-def statefulset(name: str, *, template_hash: str | None = None) -> dict[str, Any]:
-    obj = deployment(name, template_hash=template_hash)
+def statefulset(
+    name: str, *, labels: dict[str, str] | None = None, template_hash: str | None = None
+) -> dict[str, Any]:
+    obj = deployment(name, labels=labels, template_hash=template_hash)
     obj["kind"] = "StatefulSet"
     return obj
 
 
-def replicaset(name: str, deployment_name: str) -> dict[str, Any]:
+def daemonset(
+    name: str, *, labels: dict[str, str] | None = None, template_hash: str | None = None
+) -> dict[str, Any]:
+    obj = deployment(name, labels=labels, template_hash=template_hash)
+    obj["kind"] = "DaemonSet"
+    return obj
+
+
+def uid_of(name: str, namespace: str = NS) -> str:
+    """The uid ``_meta`` gives an object of this name: what a true owner reference to it carries."""
+    return f"uid-{namespace}-{name}"
+
+
+def replicaset(name: str, deployment_name: str, *, deployment_uid: str | None = None) -> dict[str, Any]:
     owner = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "name": deployment_name,
-        "uid": "x",
+        "uid": deployment_uid if deployment_uid is not None else uid_of(deployment_name),
         "controller": True,
     }
     return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": _meta(name, ownerReferences=[owner])}
@@ -239,10 +269,20 @@ def pod(
     *,
     labels: dict[str, str] | None = None,
     owner: tuple[str, str] | None = None,
+    owner_uid: str | None = None,
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A pod; ``owner`` (kind, name) is its controller, by default with that object's true uid."""
     refs = (
-        [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1], "uid": "x", "controller": True}]
+        [
+            {
+                "apiVersion": "apps/v1",
+                "kind": owner[0],
+                "name": owner[1],
+                "uid": owner_uid if owner_uid is not None else uid_of(owner[1]),
+                "controller": True,
+            }
+        ]
         if owner
         else None
     )

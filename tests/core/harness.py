@@ -52,9 +52,11 @@ class Cluster:
             self.world.secrets[s["metadata"]["name"]] = s
         for obj in objs:  # the world holds whole objects; events carry what the adapters keep of them
             sources = sources_of(obj, self.config)
+            if SourceKind.CATALOG_CONFIGMAP in sources and obj in objects:
+                self.world.catalog = obj  # a catalog given (not the placeholder): it is there until rewritten
             if SourceKind.AGENT_TEMPLATES in sources:
                 self.world.templates[obj["metadata"]["name"]] = obj
-            if SourceKind.DEPLOYMENTS in sources or SourceKind.STATEFULSETS in sources:
+            if {SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS} & set(sources):
                 self.world.workloads[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
         for r in rows or []:
             self.world.rows[r["model_info"]["id"]] = r
@@ -72,7 +74,7 @@ class Cluster:
                 self.world.secrets[name] = red
             elif source is SourceKind.AGENT_TEMPLATES:
                 self.world.templates[name] = obj
-            elif source in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS):
+            elif source in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS):
                 self.world.workloads[f"{obj['kind']}/{name}"] = obj
             events.append(ObjectUpserted(source, red))
         return events

@@ -9,6 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from catalog_core import registry
 from catalog_core.commands import DeleteLiteLLMModel, plain
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind, SourceListed, Ticked
@@ -71,13 +72,26 @@ def test_deterministic(world):
     assert a.state == b_.state
 
 
+RUNTIMES = frozenset({"rt-a", "rt-b"})  # gen.runtime's Deployments, healthy here: they may share a name
+
+
 @settings(max_examples=40)
 @given(gen.cluster(), st.randoms(use_true_random=False))
 def test_duplicated_and_reordered_events_give_the_same_result(world, rnd: random.Random):
+    """The same cluster learned in any order, with duplicates, gives the same routes and catalog, except
+    what is first-come by design: which model is the default (it stays while published, behaviour §5.1)
+    and which of several runtimes claiming one name holds it (behaviour §3). Those are decided by what was
+    published, so a restart onto what this run published decides exactly as it did."""
     objs, rows = world
     reference = Cluster()
+    reference.world.healthy = RUNTIMES
     reference.start(*objs, rows=rows)
-    _assert_same_outcome(_learned_in_any_order(objs, rows, rnd), reference)
+    c = _learned_in_any_order(objs, rows, rnd, healthy=RUNTIMES)
+    _assert_same_outcome(c, reference, except_first_come=True)
+    restarted = Cluster()
+    restarted.world.healthy = RUNTIMES
+    restarted.start(*objs, c.world.catalog, rows=json.loads(json.dumps(list(c.world.rows.values()))))
+    _assert_same_outcome(c, restarted)
 
 
 def test_a_failing_runtime_reads_the_same_whatever_the_clock_did_before():
@@ -95,9 +109,10 @@ def test_a_failing_runtime_reads_the_same_whatever_the_clock_did_before():
         _assert_same_outcome(_learned_in_any_order(objs, [], random.Random(seed)), reference)
 
 
-def _learned_in_any_order(objs, rows, rnd: random.Random) -> Cluster:
+def _learned_in_any_order(objs, rows, rnd: random.Random, healthy=frozenset()) -> Cluster:
     """The same cluster, learned object by object in a shuffled order with duplicates and stale versions."""
     c = Cluster()
+    c.world.healthy = healthy
     c.start(rows=rows, catalog=False)
     # Secrets reach the core through the secret watch the core asks for (label-filtered for activations).
     events = [e for obj in objs for e in c.upserts(obj) if e.source is not SourceKind.SECRETS]
@@ -113,16 +128,51 @@ def _learned_in_any_order(objs, rows, rnd: random.Random) -> Cluster:
     return c
 
 
-def _assert_same_outcome(c: Cluster, reference: Cluster) -> None:
+def _assert_same_outcome(c: Cluster, reference: Cluster, *, except_first_come: bool = False) -> None:
     # The two runs' clocks advanced differently: a failing runtime may have been probed twice in one
     # (HealthCheckFailed) and once in the other (HealthCheckPending). Compare what both settle on.
     reference.settle_health()
     c.settle_health()
-    assert c.world.rows == reference.world.rows
     assert _published(c) is not None
-    ref_cat = json.loads(reference.data["catalog.json"])
-    assert json.loads(c.data["catalog.json"]) == ref_cat
-    assert json.loads(c.data["routes.json"]) == json.loads(reference.data["routes.json"])
+    catalog, ref_catalog = json.loads(c.data["catalog.json"]), json.loads(reference.data["catalog.json"])
+    routes, ref_routes = json.loads(c.data["routes.json"]), json.loads(reference.data["routes.json"])
+    rows, ref_rows = c.world.rows, reference.world.rows
+    if except_first_come:
+        contested = _contested_names(reference) | _contested_names(c)
+        for doc in (catalog, ref_catalog):
+            _check_defaults(doc)
+            for key in ("hash", "defaultChatModel", "defaultEmbeddingModel"):
+                doc.pop(key)
+            doc["models"] = [m for m in doc["models"] if m["id"] not in contested]
+        routes, ref_routes = (
+            [r for r in rs if not (r["source"] in STICKY and r["name"] in contested)]
+            for rs in (routes, ref_routes)
+        )
+        rows, ref_rows = (
+            {k: v for k, v in rs.items() if v["model_name"] not in contested} for rs in (rows, ref_rows)
+        )
+    assert rows == ref_rows
+    assert catalog == ref_catalog
+    assert routes == ref_routes
+
+
+STICKY = {s.source.value for s in registry.SPECS if s.sticky_names}
+
+
+def _contested_names(c: Cluster) -> set[str]:
+    """Names claimed by more than one runtime with a route: who holds them is first-come."""
+    claims: dict[str, int] = {}
+    for cand in c.state.derived.candidates.values():
+        if cand.route is not None and cand.source.value in STICKY:
+            claims[cand.route.model_name] = claims.get(cand.route.model_name, 0) + 1
+    return {name for name, n in claims.items() if n > 1}
+
+
+def _check_defaults(catalog) -> None:
+    """Each default is a published model of its type, and there is one whenever such a model is."""
+    for key, kind in (("defaultChatModel", "chat"), ("defaultEmbeddingModel", "embedding")):
+        ids = [m["id"] for m in catalog["models"] if m["type"] == kind]
+        assert (catalog[key] in ids) if ids else catalog[key] == "", (key, catalog[key], ids)
 
 
 @settings(max_examples=40)

@@ -374,3 +374,49 @@ def test_base_urls_are_published_without_a_trailing_slash():
     assert hermes["model"]["base_url"] == hermes["providers"]["litellm"]["base_url"] == base
     assert json.loads(c.data["opencode-providers.json"])["litellm"]["options"]["baseURL"] == base
     assert json.loads(c.data["paperclip-opencode-providers.json"])["litellm"]["options"]["baseURL"] == base
+
+
+def test_a_foreign_row_claiming_a_trusted_owner_never_rewrites_an_owned_entry():
+    """Issue 32 #7: a row that merely says ``ai_appliance_owner: private-mesh``, with an owned external
+    model's name and ``order: 0``, took over the entry's type, context window, API base and display name.
+    A row the catalog does not own adds a route (behaviour §6); what the owned route publishes stays."""
+    owned = {
+        "name": "gpt-4o",
+        "model": "openai/gpt-4o",
+        "apiBase": "https://api.openai.com/v1",
+        "contextWindow": 128000,
+        "type": "chat",
+    }
+    forged = b.row(
+        "gpt-4o",
+        "mesh-forged-gpt-4o",
+        owner="private-mesh",
+        order=0,
+        api_base="http://attacker.example/v1",
+        ai_appliance_type="embedding",
+        max_input_tokens=1,
+        team_public_model_name="Free GPT",
+        ai_appliance_scheduler={"trusted": True, "locality": "local"},
+    )
+    c = Cluster()
+    c.start(b.external_configmap([owned]), rows=[forged])
+    entry = c.entry("gpt-4o")
+    assert (entry["type"], entry["name"], entry["contextWindow"]) == ("chat", "gpt-4o", 128000)
+    assert entry["litellm"] == {"model": "openai/gpt-4o", "apiBase": "https://api.openai.com/v1"}
+    assert (entry["source"], entry["managed"]) == ("external", True)
+    # the foreign row is one more route of the entry, and it is left as it is
+    assert {"order": 0, "locality": "local", "owner": "private-mesh"} in entry["routes"]
+    assert c.world.rows["mesh-forged-gpt-4o"] == forged
+    assert json.loads(c.data["chat-models.json"])["models"][0]["id"] == "gpt-4o"
+    assert json.loads(c.data["embedding-models.json"])["models"] == []
+
+
+def test_an_owned_local_route_still_gives_its_metadata_before_an_owned_external_one():
+    """The order among owned routes is unchanged (behaviour §6): a foreign row only comes after them."""
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama", args=["--max-model-len=32768"]),
+        rows=[b.row("llama", "mesh-llama", owner="private-mesh", order=0, max_input_tokens=4096)],
+    )
+    assert c.entry("llama")["contextWindow"] == 32768
+    assert c.entry("llama")["managed"] is True

@@ -8,6 +8,7 @@ from tests.core import builders as b
 from tests.core.harness import Cluster
 
 OPENCLAW = {"app.kubernetes.io/instance": "openclaw", "app.kubernetes.io/name": "openclaw"}
+HERMES = {"app.kubernetes.io/instance": "hermes", "app.kubernetes.io/name": "hermes-agent"}
 
 
 def _templates(c):
@@ -98,12 +99,8 @@ def _consumers():
         b.replicaset("openclaw-abc", "openclaw"),
         b.pod("openclaw-abc-1", labels=OPENCLAW, owner=("ReplicaSet", "openclaw-abc")),
         b.pod("openclaw-abc-2", labels=OPENCLAW, owner=("ReplicaSet", "openclaw-abc")),
-        b.statefulset("hermes"),
-        b.pod(
-            "hermes-0",
-            labels={"app.kubernetes.io/instance": "hermes", "app.kubernetes.io/name": "hermes-agent"},
-            owner=("StatefulSet", "hermes"),
-        ),
+        b.statefulset("hermes", labels=HERMES),
+        b.pod("hermes-0", labels=HERMES, owner=("StatefulSet", "hermes")),
         b.pod("anything", labels={"app": "anything-llm"}),
         b.pod("not-a-consumer", labels={"app": "web"}, owner=("ReplicaSet", "openclaw-abc")),
     ]
@@ -224,3 +221,112 @@ def test_a_consumer_started_after_the_catalog_was_written_is_not_rolled():
     assert not [x for x in c.world.writes if isinstance(x, RollWorkload)]
     c.apply(b.kubeai_model("qwen"))  # the catalog changes: now it is rolled
     assert [x.name for x in c.world.writes if isinstance(x, RollWorkload)] == ["openclaw"]
+
+
+# --- forged owners (issue 32 #4): only a verified chain to a workload that is a consumer itself is rolled
+LITELLM = {"app": "litellm"}
+CONSUMER = {"ai-appliance.io/model-catalog-consumer": "true"}
+
+
+def _litellm_and_its_replicaset():
+    return [b.deployment("litellm", labels=LITELLM), b.replicaset("litellm-6f7", "litellm")]
+
+
+def _rolled(c):
+    return sorted((x.kind, x.name) for x in c.world.writes if isinstance(x, RollWorkload))
+
+
+def _catalog_changes(c):
+    c.apply(b.kubeai_model("qwen"))
+
+
+def test_a_pod_claiming_litellms_deployment_never_rolls_it():
+    """A consumer-labelled pod whose ownerReferences claim Deployment/litellm (anyone who may create pods
+    can write that) made the controller patch LiteLLM's pod template."""
+    c = Cluster()
+    c.start(b.kubeai_model("llama"), *_litellm_and_its_replicaset())
+    for forged in (
+        b.pod("forged-uid", labels=CONSUMER, owner=("Deployment", "litellm"), owner_uid="made-up"),
+        # the true uid is readable by anyone who may get Deployments: a Deployment still never owns a pod
+        b.pod("true-uid", labels=CONSUMER, owner=("Deployment", "litellm")),
+    ):
+        c.apply(forged)
+    _catalog_changes(c)
+    assert _rolled(c) == []
+    assert (
+        "ai-appliance.io/catalog-hash"
+        not in (c.world.workloads["Deployment/litellm"]["spec"]["template"]["metadata"]["annotations"])
+    )
+    assert c.world.evicted == []  # a pod with a controller is not ownerless
+
+
+def test_a_true_chain_to_a_workload_that_is_no_consumer_rolls_nothing():
+    """Pod -> LiteLLM's own ReplicaSet -> Deployment/litellm, every uid true: the chain holds, but LiteLLM's
+    pod template carries no consumer mark, so it is not a consumer and is never rolled."""
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama"),
+        *_litellm_and_its_replicaset(),
+        b.pod("litellm-6f7-x", labels=CONSUMER, owner=("ReplicaSet", "litellm-6f7")),
+    )
+    _catalog_changes(c)
+    assert _rolled(c) == []
+    assert c.world.evicted == []
+
+
+def test_every_link_of_the_chain_must_name_the_object_by_its_uid():
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama"),
+        # a consumer Deployment with a ReplicaSet that names it by a uid it does not have
+        b.deployment("openclaw", labels=OPENCLAW),
+        b.replicaset("openclaw-abc", "openclaw", deployment_uid="uid-of-another-openclaw"),
+        b.pod("openclaw-abc-1", labels=OPENCLAW, owner=("ReplicaSet", "openclaw-abc")),
+        # a pod naming a true ReplicaSet by a uid that is not its own
+        b.deployment("anything", labels={"app": "anything-llm"}),
+        b.replicaset("anything-1", "anything"),
+        b.pod(
+            "anything-1-a", labels={"app": "anything-llm"}, owner=("ReplicaSet", "anything-1"), owner_uid="x"
+        ),
+        # StatefulSet and DaemonSet owners, each named by a wrong uid
+        b.statefulset("hermes", labels=HERMES),
+        b.pod("hermes-0", labels=HERMES, owner=("StatefulSet", "hermes"), owner_uid="x"),
+        b.daemonset("agent", labels=CONSUMER),
+        b.pod("agent-x", labels=CONSUMER, owner=("DaemonSet", "agent"), owner_uid="x"),
+    )
+    _catalog_changes(c)
+    assert _rolled(c) == []
+    assert c.world.evicted == []
+
+
+def test_a_verified_chain_to_a_consumer_workload_of_each_kind_is_rolled():
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama"),
+        b.deployment("openclaw", labels=OPENCLAW),
+        b.replicaset("openclaw-abc", "openclaw"),
+        b.pod("openclaw-abc-1", labels=OPENCLAW, owner=("ReplicaSet", "openclaw-abc")),
+        b.statefulset("hermes", labels=HERMES),
+        b.pod("hermes-0", labels=HERMES, owner=("StatefulSet", "hermes")),
+        b.daemonset("agent", labels=CONSUMER),
+        b.pod("agent-x", labels=CONSUMER, owner=("DaemonSet", "agent")),
+    )
+    first = _rolled(c)
+    assert first == [("DaemonSet", "agent"), ("Deployment", "openclaw"), ("StatefulSet", "hermes")]
+    _catalog_changes(c)
+    assert _rolled(c) == sorted(first * 2)  # each rolled again onto the new catalog
+
+
+def test_a_workload_marked_a_consumer_by_its_own_annotation_is_one():
+    """The mark may be on the workload's pod template (what its pods carry) or on the workload itself."""
+    marked = b.deployment("web")
+    marked["metadata"]["annotations"] = dict(CONSUMER)
+    c = Cluster()
+    c.start(
+        b.kubeai_model("llama"),
+        marked,
+        b.replicaset("web-1", "web"),
+        b.pod("web-1-a", annotations=CONSUMER, owner=("ReplicaSet", "web-1")),
+    )
+    _catalog_changes(c)
+    assert ("Deployment", "web") in _rolled(c)

@@ -229,8 +229,9 @@ def _flaps(draw: Any) -> tuple[int, list[tuple[float, int, bool]], float, float]
 
 def check_flaps(models: int, steps: list[tuple[float, int, bool]], env: dict[str, str]) -> None:
     """Send ``steps`` (gap, model, ready) to a started cluster, wait out the cap: LiteLLM's rows and the
-    catalog are ``render``'s of the final inputs, and each row was written at most once per change of its
-    desired value and once per settle window."""
+    catalog are ``render``'s of the final inputs (and of the catalog written last, whose default model stays
+    while it is published: behaviour §5.1), and each row was written at most once per change of its desired
+    value and once per settle window."""
     names = [f"m{i}" for i in range(models)]
     c, d = _started(names, **env)
     windows = Windows.of(c.config)
@@ -248,7 +249,8 @@ def check_flaps(models: int, steps: list[tuple[float, int, bool]], env: dict[str
     end = now + windows.cap
     d.until(end)
     final = [b.kubeai_model(n, ready=1 if ready[n] else 0) for n in names]
-    rendered = render(final, c.config)
+    assert c.world.catalog is not None
+    rendered = render([*final, c.world.catalog], c.config)
     want_rows = {row["model_info"]["id"]: row["model_name"] for row in rendered.output["litellm"]}
     assert {k: v["model_name"] for k, v in c.world.rows.items()} == want_rows
     assert rendered_catalog(c.state).as_dict() == rendered.output["catalog"]

@@ -104,6 +104,32 @@ def freetoken(name: str, *, endpoint: str | None = None, service: bool = True) -
     return apply
 
 
+def runtimes_at_once(name: str, *deployments: str) -> Callable[[Cluster], Any]:
+    """An activation ``name`` and FreeToken runtimes for it, all learned in one tick: none holds the name."""
+
+    def apply(c: Cluster) -> None:
+        c.world.healthy = frozenset(deployments)
+        objs = [b.activation(name, kind="local", model_type="chat")]
+        for d in deployments:
+            objs += [b.service(d), b.freetoken_deployment(d, activation_name=name)]
+        c.run(*(e for obj in objs for e in c.upserts(obj)))
+
+    return apply
+
+
+def second_runtime(name: str, deployment: str) -> Callable[[Cluster], Any]:
+    """A runtime of someone else's, labelled with the activation ``name`` a runtime already serves."""
+
+    def apply(c: Cluster) -> None:
+        freetoken(name)(c)
+        assert c.record(name, "freetoken")["state"] == "published"
+        c.world.healthy = c.world.healthy | {deployment}
+        c.apply(b.service(deployment))
+        c.apply(b.freetoken_deployment(deployment, activation_name=name))
+
+    return apply
+
+
 def template(config: Any) -> Callable[[Cluster], Any]:
     return lambda c: c.apply(b.agent_template("litellm-default", config=config))
 
@@ -904,6 +930,47 @@ CASES = [
         "EndpointNotFound",
     ),
     Case(
+        "runtime-takes-kubeai-name",
+        "a FreeToken Deployment labelled with the name a KubeAI route holds (it won by rank before)",
+        freetoken("good-kube"),
+        "freetoken",
+        "good-kube",
+        "conflict",
+        "NameHeld",
+        check=lambda c: c.record("good-kube", "kubeai")["state"] == "published" or pytest.fail("taken"),
+    ),
+    Case(
+        "runtime-sorts-first",
+        "someone's FreeToken Deployment labelled with an activation a runtime serves, named to sort first",
+        second_runtime("held", "a-held-rt"),
+        "freetoken",
+        "held",
+        "conflict",
+        "NameHeld",
+        check=lambda c: (
+            c.world.rows["ai-appliance-freetoken-held"]["litellm_params"]["api_base"].startswith(
+                "http://held-rt."
+            )
+            or pytest.fail("taken")
+        ),
+    ),
+    Case(
+        "runtime-name-tie",
+        "two FreeToken Deployments claim one activation at once, none holds it (the first by name won)",
+        runtimes_at_once("twin", "twin-a-rt", "twin-b-rt"),
+        "freetoken",
+        "twin",
+        "conflict",
+        "NameContested",
+        check=lambda c: (
+            (
+                "ai-appliance-freetoken-twin" not in c.world.rows
+                and [r["reason"] for r in c.routes() if r["name"] == "twin"] == ["NameContested"] * 2
+            )
+            or pytest.fail("published, or not both contested")
+        ),
+    ),
+    Case(
         "absurd-max-model-len",
         "a KubeAI Model with --max-model-len=999999999999",
         kube("wide", args=["--max-model-len=999999999999"]),
@@ -985,11 +1052,14 @@ def test_bad_input_in_the_core(case: Case) -> None:
     case.apply(c)
     outcome.measured["core_seconds"] = round(time.monotonic() - began, 3)
     if case.source:
-        record = c.record(case.name, case.source)
+        # runtimes claiming one name each have a record of that name: the case's is one of them
+        found = [r for r in c.routes() if (r["source"], r["name"]) == (case.source, case.name)]
+        assert found, (case.source, case.name)
+        record = next((r for r in found if (r["state"], r["reason"]) == (case.state, case.reason)), found[0])
         outcome.measured["observed"] = f"{record['state']}/{record['reason']}"
         outcome.check(
             "routes.json record",
-            [] if (record["state"], record["reason"]) == (case.state, case.reason) else [str(record)],
+            [] if (record["state"], record["reason"]) == (case.state, case.reason) else [str(found)],
         )
         if case.state in ("error", "conflict"):
             outcome.check(
