@@ -7,6 +7,7 @@ starts; the first problem is reported as one line (exit 2).
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 from collections.abc import Mapping
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from catalog_core.config import CatalogConfig, ConfigError
+from catalog_core.config import CatalogConfig, ConfigError, quoted_setting
 
 if TYPE_CHECKING:
     from adapters.eventlog.recorder import RecorderSettings
@@ -147,12 +148,14 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         if not raw:
             return default
         try:
-            value = int(raw) if integer else float(raw)
+            value = int(raw) if integer else float(raw)  # int() refuses more than 4,300 digits: ValueError
         except ValueError:
-            problems.append(ConfigError(name, f"must be a number >= {minimum:g}, got {raw!r}"))
+            problems.append(ConfigError(name, f"must be a number >= {minimum:g}, got {quoted_setting(raw)}"))
             return default
-        if value < minimum:
-            problems.append(ConfigError(name, f"must be >= {minimum:g}, got {raw!r}"))
+        if not math.isfinite(value) or value < minimum:  # float() reads 5,000 digits as inf, and "nan"
+            problems.append(
+                ConfigError(name, f"must be a finite number >= {minimum:g}, got {quoted_setting(raw)}")
+            )
             return default
         return value
 
@@ -161,7 +164,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         if not raw:
             return default
         if raw not in _BOOL:
-            problems.append(ConfigError(name, f"must be true or false, got {raw!r}"))
+            problems.append(ConfigError(name, f"must be true or false, got {quoted_setting(raw)}"))
             return default
         return _BOOL[raw]
 
@@ -173,7 +176,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         match = _RESOLVE.match(part)
         if match is None:
             problems.append(
-                ConfigError("CATALOG_PROBE_RESOLVE", f"expected host:port=host:port, got {part!r}")
+                ConfigError(
+                    "CATALOG_PROBE_RESOLVE", f"expected host:port=host:port, got {quoted_setting(part)}"
+                )
             )
         else:
             resolve.append((match.group(1), match.group(2)))
@@ -195,7 +200,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         debug_token = ""
     level = text("LOG_LEVEL", "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        problems.append(ConfigError("LOG_LEVEL", f"must be DEBUG, INFO, WARNING or ERROR, got {level!r}"))
+        problems.append(
+            ConfigError("LOG_LEVEL", f"must be DEBUG, INFO, WARNING or ERROR, got {quoted_setting(level)}")
+        )
     settings = ServiceSettings(
         catalog=catalog,
         litellm_master_key=Secret(key),

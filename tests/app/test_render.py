@@ -196,6 +196,26 @@ def test_invalid_configuration_is_one_line_exit_2():
     assert out.stderr.strip().splitlines() == [f"model-catalog: {expected}"]
 
 
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "OPENCODE_DEFAULT_CONTEXT_TOKENS",
+        "CATALOG_RUNTIME_HEALTH_SECONDS",
+        "CATALOG_LITELLM_BURST_ROWS",
+        "CATALOG_LITELLM_SETTLE_SECONDS",
+        "NAMESPACE",
+    ],
+)
+def test_a_configuration_value_of_5000_digits_is_one_line_exit_2(variable):
+    """int() refuses strings past 4,300 digits with an exception of its own: that was a traceback."""
+    out = render("-f", str(ROOT / "examples/cluster.yaml"), env={variable: "1" * 5000})
+    assert out.returncode == 2, out.stderr[-500:]
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"model-catalog: invalid configuration: {variable}: ")
+    assert "(5,000 characters)" in line and len(line) < 300  # quoted, cut short
+
+
 def test_configuration_from_the_environment_changes_the_output():
     out = render(
         "-f", str(ROOT / "examples/cluster.yaml"), env={"KUBEAI_API_BASE": "http://kubeai.example/v1"}
