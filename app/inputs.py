@@ -120,6 +120,10 @@ def _checked_yaml_documents(path: str, loader: yaml.SafeLoader) -> Iterator[Any]
             if not loader.check_node():
                 return
             node = loader.get_node()
+            if node is None:  # an empty document
+                yield None
+                index += 1
+                continue
             growth = _alias_growth(node)
             if growth is None:  # an alias that contains itself nests without end
                 raise _too_deep(path, index)
