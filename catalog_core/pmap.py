@@ -10,16 +10,19 @@ replay byte-for-byte deterministic regardless of ``PYTHONHASHSEED``.
 
 The first seven levels read the key's CRC-32: fast, and the order every event
 log and snapshot was recorded in. CRC-32 is linear, so anyone who may choose
-names can give thousands of them one CRC-32 (valid DNS labels, in seconds).
-Keys whose CRC-32 are equal therefore go on into a second trie of thirteen
-levels that reads a 64-bit BLAKE2b of the key, and keys equal in both (to put k
-keys there takes about 2**(64*(k-1)/k) BLAKE2b evaluations) share a bucket kept
-sorted by key and searched by bisection. Whatever the keys, an operation walks
-at most twenty nodes of at most 32 slots and then bisects one bucket: a flood of
-colliding names costs what as many ordinary names cost, not the square of it.
-Keys with different CRC-32 keep exactly the order they always had; keys with
-equal CRC-32 iterate in their BLAKE2b order (not, as before, in the order they
-were added), the same in every process and whatever the history of the map.
+names can give thousands of them one CRC-32 (valid DNS labels, in seconds);
+those used to share one flat list, searched key by key. Keys whose CRC-32 are
+equal now go on into a second trie of thirteen levels that reads a 64-bit
+BLAKE2b of the key, and keys equal in both (to put k keys there takes about
+2**(64*(k-1)/k) BLAKE2b evaluations) share a bucket kept sorted by key and
+searched by bisection. Whatever the keys, an operation walks at most twenty
+nodes of at most 32 slots and then bisects one bucket: a flood of colliding
+names costs what as many ordinary names cost, not the square of it.
+
+The order is the one recorded logs hold: by CRC-32, read five bits at a time
+from the low end, and keys whose CRC-32 are equal in the order they were added
+(a replaced value keeps its place). Entries of the second trie carry the number
+of their arrival for that; iterating it sorts them by it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ _HASH_BITS = 32  # the CRC-32 levels: shifts 0..30
 _DEEP_HASH_BITS = 64  # the BLAKE2b levels below them: shifts 0..60
 _MISSING: Any = object()
 _KEY = itemgetter(0)
+_ARRIVAL = itemgetter(2)
 
 
 def _hash(key: str) -> int:
@@ -48,13 +52,14 @@ def _hash(key: str) -> int:
 
 def _deep_hash(key: str) -> int:
     """64 bits of BLAKE2b: collisions cost brute force, unlike CRC-32's (a fixed personalisation, not a
-    secret key: the core has no randomness, and the order must be the same in every process)."""
+    secret key: the core has no randomness, and the trie must be the same in every process)."""
     digest = blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8, person=b"model-catalog").digest()
     return int.from_bytes(digest, "little")
 
 
 class _Node:
-    """Bitmap-indexed node: ``array`` holds, per set bit, an entry ``(key, value)`` or a child."""
+    """Bitmap-indexed node: ``array`` holds, per set bit, an entry or a child. An entry is ``(key, value)``,
+    in a ``_Deep`` trie ``(key, value, arrival)``."""
 
     __slots__ = ("array", "bitmap")
 
@@ -64,12 +69,14 @@ class _Node:
 
 
 class _Deep:
-    """Keys whose CRC-32 are equal (two or more): a trie indexed by ``_deep_hash`` (``root``, a ``_Node``)."""
+    """Keys whose CRC-32 are equal (two or more): a trie indexed by ``_deep_hash`` (``root``, a ``_Node``)
+    whose entries carry their arrival; ``arrivals`` numbers the next one."""
 
-    __slots__ = ("root",)
+    __slots__ = ("arrivals", "root")
 
-    def __init__(self, root: _Node) -> None:
+    def __init__(self, root: _Node, arrivals: int) -> None:
         self.root = root
+        self.arrivals = arrivals
 
 
 class _Bucket:
@@ -77,7 +84,7 @@ class _Bucket:
 
     __slots__ = ("entries",)
 
-    def __init__(self, entries: tuple[tuple[str, Any], ...]) -> None:
+    def __init__(self, entries: tuple[tuple[str, Any, int], ...]) -> None:
         self.entries = entries
 
     def index(self, key: str) -> int:
@@ -89,14 +96,14 @@ class _Bucket:
         i = self.index(key)
         return entries[i][1] if i < len(entries) and entries[i][0] == key else _MISSING
 
-    def set(self, key: str, value: Any) -> tuple[Any, bool]:
+    def set(self, key: str, value: Any, arrival: int) -> tuple[Any, bool]:
         entries = self.entries
         i = self.index(key)
         if i < len(entries) and entries[i][0] == key:
             if entries[i][1] is value:
                 return self, False
-            return _Bucket((*entries[:i], (key, value), *entries[i + 1 :])), False
-        return _Bucket((*entries[:i], (key, value), *entries[i:])), True
+            return _Bucket((*entries[:i], (key, value, entries[i][2]), *entries[i + 1 :])), False
+        return _Bucket((*entries[:i], (key, value, arrival), *entries[i:])), True
 
     def delete(self, key: str) -> Any:
         entries = self.entries
@@ -127,12 +134,14 @@ def _get(node: Any, key: str, h: int, shift: int) -> Any:
         shift += _BITS
 
 
-def _pair(shift: int, e1: tuple[str, Any], h1: int, e2: tuple[str, Any], h2: int, *, deep: bool) -> Any:
+def _pair(shift: int, e1: tuple[Any, ...], h1: int, e2: tuple[Any, ...], h2: int, *, deep: bool) -> Any:
     """A subtree holding two entries whose hashes agree below ``shift`` (``deep``: in a ``_Deep`` trie)."""
     if shift >= (_DEEP_HASH_BITS if deep else _HASH_BITS):
         if deep:
             return _Bucket((e1, e2) if e1[0] < e2[0] else (e2, e1))
-        return _Deep(_pair(0, e1, _deep_hash(e1[0]), e2, _deep_hash(e2[0]), deep=True))
+        # e1 was here first: the order of a flat list of colliding keys, which recorded logs hold
+        first, second = (*e1, 0), (*e2, 1)
+        return _Deep(_pair(0, first, _deep_hash(e1[0]), second, _deep_hash(e2[0]), deep=True), 2)
     i1 = (h1 >> shift) & _MASK
     i2 = (h2 >> shift) & _MASK
     if i1 == i2:
@@ -142,31 +151,37 @@ def _pair(shift: int, e1: tuple[str, Any], h1: int, e2: tuple[str, Any], h2: int
     return _Node((1 << i1) | (1 << i2), (e2, e1))
 
 
-def _set(node: Any, key: str, value: Any, h: int, shift: int, *, deep: bool = False) -> tuple[Any, bool]:
-    """Return (new node, added) — ``node`` itself when the key already maps to ``value``."""
+def _set(node: Any, key: str, value: Any, h: int, shift: int, *, arrival: int = -1) -> tuple[Any, bool]:
+    """Return (new node, added) — ``node`` itself when the key already maps to ``value``. ``arrival``: in a
+    ``_Deep`` trie (>= 0), the number a new entry arrives with."""
     if type(node) is not _Node:
         if type(node) is _Deep:
-            root, added = _set(node.root, key, value, _deep_hash(key), 0, deep=True)
-            return (node if root is node.root else _Deep(root)), added
-        return node.set(key, value)  # type: ignore[no-any-return]
+            root, added = _set(node.root, key, value, _deep_hash(key), 0, arrival=node.arrivals)
+            if root is node.root:
+                return node, False
+            return _Deep(root, node.arrivals + 1 if added else node.arrivals), added
+        return node.set(key, value, arrival)  # type: ignore[no-any-return]
+    deep = arrival >= 0
     bit = 1 << ((h >> shift) & _MASK)
     idx = (node.bitmap & (bit - 1)).bit_count()
     arr = node.array
     if not node.bitmap & bit:
-        return _Node(node.bitmap | bit, (*arr[:idx], (key, value), *arr[idx:])), True
+        entry = (key, value, arrival) if deep else (key, value)
+        return _Node(node.bitmap | bit, (*arr[:idx], entry, *arr[idx:])), True
     child = arr[idx]
     if type(child) is tuple:
         if child[0] == key:
             if child[1] is value:
                 return node, False
-            new_child: Any = (key, value)
+            new_child: Any = (key, value, child[2]) if deep else (key, value)
             added = False
         else:
             held = _deep_hash(child[0]) if deep else _hash(child[0])
-            new_child = _pair(shift + _BITS, child, held, (key, value), h, deep=deep)
+            entry = (key, value, arrival) if deep else (key, value)
+            new_child = _pair(shift + _BITS, child, held, entry, h, deep=deep)
             added = True
     else:
-        new_child, added = _set(child, key, value, h, shift + _BITS, deep=deep)
+        new_child, added = _set(child, key, value, h, shift + _BITS, arrival=arrival)
         if new_child is child:
             return node, False
     return _Node(node.bitmap, (*arr[:idx], new_child, *arr[idx + 1 :])), added
@@ -179,16 +194,17 @@ def _single(node: Any) -> Any:
     return node
 
 
-def _delete(node: Any, key: str, h: int, shift: int, *, deep: bool = False) -> Any:
+def _delete(node: Any, key: str, h: int, shift: int) -> Any:
     """Return the node without ``key`` (``node`` itself when absent, None when it empties; a ``_Deep`` or
     ``_Bucket`` left with one entry returns that entry)."""
     if type(node) is not _Node:
         if type(node) is _Deep:
-            root = _delete(node.root, key, _deep_hash(key), 0, deep=True)
+            root = _delete(node.root, key, _deep_hash(key), 0)
             if root is node.root:
                 return node
             single = _single(root)
-            return single if single is not root else _Deep(root)
+            # the last key of a _Deep leaves it as an ordinary entry, without its arrival
+            return (single[0], single[1]) if single is not root else _Deep(root, node.arrivals)
         return node.delete(key)
     bit = 1 << ((h >> shift) & _MASK)
     if not node.bitmap & bit:
@@ -201,7 +217,7 @@ def _delete(node: Any, key: str, h: int, shift: int, *, deep: bool = False) -> A
             return node
         new_child: Any = None
     else:
-        new_child = _delete(child, key, h, shift + _BITS, deep=deep)
+        new_child = _delete(child, key, h, shift + _BITS)
         if new_child is child:
             return node
         # A child left with a single entry collapses into that entry.
@@ -214,11 +230,9 @@ def _delete(node: Any, key: str, h: int, shift: int, *, deep: bool = False) -> A
 
 
 def _items(node: Any) -> Iterator[tuple[str, Any]]:
-    if type(node) is not _Node:
-        if type(node) is _Deep:
-            yield from _items(node.root)
-        else:
-            yield from node.entries
+    if type(node) is _Deep:
+        for key, value, _ in sorted(_arrived(node.root), key=_ARRIVAL):
+            yield key, value
         return
     for child in node.array:
         if type(child) is tuple:
@@ -227,12 +241,35 @@ def _items(node: Any) -> Iterator[tuple[str, Any]]:
             yield from _items(child)
 
 
+def _arrived(node: Any) -> Iterator[tuple[str, Any, int]]:
+    """The entries of a ``_Deep`` trie (or of a bucket in it), with their arrival, in no useful order."""
+    if type(node) is _Bucket:
+        yield from node.entries
+        return
+    for child in node.array:
+        if type(child) is tuple:
+            yield child
+        else:
+            yield from _arrived(child)
+
+
 def _entries(node: Any) -> Iterator[tuple[str, Any]]:
-    """The entries under an array slot: a single entry, a child node, a ``_Deep`` trie or a bucket."""
+    """The (key, value) pairs under an array slot: an entry, a child node, a ``_Deep`` trie or a bucket."""
     if type(node) is tuple:
-        yield node
-    else:
+        yield (node[0], node[1]) if len(node) == 3 else node
+    elif type(node) is _Deep:
         yield from _items(node)
+    elif type(node) is _Bucket:
+        for key, value, _ in node.entries:
+            yield key, value
+    else:
+        for child in node.array:
+            if type(child) is not tuple:
+                yield from _entries(child)
+            elif len(child) == 2:
+                yield child
+            else:
+                yield child[0], child[1]
 
 
 def _diff(a: Any, b: Any) -> Iterator[tuple[str, Any, Any]]:

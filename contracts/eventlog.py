@@ -37,10 +37,11 @@ nothing on the wire). Values serialize deterministically:
 
 - attrs classes: objects in field order; commands include their ``id``, which
   is recomputed when read and must match (:class:`CommandIdError`);
-- ``PMap``: an object in the map's own iteration order, which depends on its
-  keys alone (the CRC-32 trie, then a BLAKE2b trie for keys whose CRC-32 are
-  equal: ``catalog_core/pmap.py``), the same in every process: a map read back
-  iterates (and so a replay from a snapshot emits) exactly as the live run did;
+- ``PMap``: an object in the map's own iteration order. That order is fixed by
+  the CRC-32 trie (the same in every process) and, unlike sorted order, rebuilds
+  the exact trie when read back, including the order of keys whose CRC-32
+  collide (the order they arrived in), so a replay from a snapshot iterates (and
+  so emits) exactly as the live run did;
 - ``frozenset``: a sorted array; ``tuple``: an array; enums: their value;
 - ``Json``: the JSON value itself (its canonical text is rebuilt when read);
 - raw objects (``Mapping[str, Any]``): as received, key order kept (some

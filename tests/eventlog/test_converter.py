@@ -243,8 +243,7 @@ def test_pmap_keeps_its_iteration_order_even_for_colliding_keys() -> None:
         back = wire.CONVERTER.structure(orjson.loads(orjson.dumps(hook_un(pmap))), PMap[int])
         assert list(back.items()) == list(pmap.items())
         assert same(back, pmap)
-    # colliding keys iterate in the order of the hash below the CRC-32, whatever order they came in
-    assert list(PMap.of([(a, 1), (b, 2)])) == list(PMap.of([(b, 2), (a, 1)]))
+    assert list(PMap.of([(a, 1), (b, 2)])) != list(PMap.of([(b, 2), (a, 1)]))
 
 
 def test_frozensets_are_sorted_and_enums_are_their_values() -> None:
