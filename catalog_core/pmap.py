@@ -151,37 +151,56 @@ def _pair(shift: int, e1: tuple[Any, ...], h1: int, e2: tuple[Any, ...], h2: int
     return _Node((1 << i1) | (1 << i2), (e2, e1))
 
 
-def _set(node: Any, key: str, value: Any, h: int, shift: int, *, arrival: int = -1) -> tuple[Any, bool]:
-    """Return (new node, added) — ``node`` itself when the key already maps to ``value``. ``arrival``: in a
-    ``_Deep`` trie (>= 0), the number a new entry arrives with."""
-    if type(node) is not _Node:
-        if type(node) is _Deep:
-            root, added = _set(node.root, key, value, _deep_hash(key), 0, arrival=node.arrivals)
-            if root is node.root:
-                return node, False
-            return _Deep(root, node.arrivals + 1 if added else node.arrivals), added
-        return node.set(key, value, arrival)  # type: ignore[no-any-return]
-    deep = arrival >= 0
+def _set(node: Any, key: str, value: Any, h: int, shift: int) -> tuple[Any, bool]:
+    """Return (new node, added) — ``node`` itself when the key already maps to ``value``."""
+    if type(node) is _Deep:
+        root, added = _deep_set(node.root, key, value, _deep_hash(key), 0, arrival=node.arrivals)
+        if root is node.root:
+            return node, False
+        return _Deep(root, node.arrivals + 1 if added else node.arrivals), added
     bit = 1 << ((h >> shift) & _MASK)
     idx = (node.bitmap & (bit - 1)).bit_count()
     arr = node.array
     if not node.bitmap & bit:
-        entry = (key, value, arrival) if deep else (key, value)
-        return _Node(node.bitmap | bit, (*arr[:idx], entry, *arr[idx:])), True
+        return _Node(node.bitmap | bit, (*arr[:idx], (key, value), *arr[idx:])), True
     child = arr[idx]
     if type(child) is tuple:
         if child[0] == key:
             if child[1] is value:
                 return node, False
-            new_child: Any = (key, value, child[2]) if deep else (key, value)
+            new_child: Any = (key, value)
             added = False
         else:
-            held = _deep_hash(child[0]) if deep else _hash(child[0])
-            entry = (key, value, arrival) if deep else (key, value)
-            new_child = _pair(shift + _BITS, child, held, entry, h, deep=deep)
+            new_child = _pair(shift + _BITS, child, _hash(child[0]), (key, value), h, deep=False)
             added = True
     else:
-        new_child, added = _set(child, key, value, h, shift + _BITS, arrival=arrival)
+        new_child, added = _set(child, key, value, h, shift + _BITS)
+        if new_child is child:
+            return node, False
+    return _Node(node.bitmap, (*arr[:idx], new_child, *arr[idx + 1 :])), added
+
+
+def _deep_set(node: Any, key: str, value: Any, h: int, shift: int, *, arrival: int) -> tuple[Any, bool]:
+    """``_set`` in a ``_Deep`` trie: a new entry carries ``arrival``, a replaced one keeps its own."""
+    if type(node) is _Bucket:
+        return node.set(key, value, arrival)
+    bit = 1 << ((h >> shift) & _MASK)
+    idx = (node.bitmap & (bit - 1)).bit_count()
+    arr = node.array
+    if not node.bitmap & bit:
+        return _Node(node.bitmap | bit, (*arr[:idx], (key, value, arrival), *arr[idx:])), True
+    child = arr[idx]
+    if type(child) is tuple:
+        if child[0] == key:
+            if child[1] is value:
+                return node, False
+            new_child: Any = (key, value, child[2])
+            added = False
+        else:
+            new_child = _pair(shift + _BITS, child, _deep_hash(child[0]), (key, value, arrival), h, deep=True)
+            added = True
+    else:
+        new_child, added = _deep_set(child, key, value, h, shift + _BITS, arrival=arrival)
         if new_child is child:
             return node, False
     return _Node(node.bitmap, (*arr[:idx], new_child, *arr[idx + 1 :])), added
