@@ -11,7 +11,7 @@ import orjson
 
 from adapters.eventlog import DEFAULT_MAX_LINE_BYTES
 from app.terminal import one_line, terminal_safe
-from catalog_core.config import CatalogConfig, ConfigError
+from catalog_core.config import MAX_INTEGER_DIGITS, CatalogConfig, ConfigError, quoted_setting
 from catalog_core.reasons import RouteState
 
 # Each command imports what only it needs when it runs (replay and explain bring tqdm, render YAML and
@@ -320,9 +320,14 @@ def _max_line_bytes(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits, few enough for ``int`` (which refuses more than 4,300 with an exception of its own)."""
+    return text.isascii() and text.isdigit() and len(text) <= MAX_INTEGER_DIGITS
+
+
 def _positive(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    if not _digits(text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{quoted_setting(text)} is not a positive integer")
     return int(text)
 
 
@@ -339,8 +344,8 @@ def _jobs(text: str) -> int:
 
 
 def _seq(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a sequence number")
+    if not _digits(text):
+        raise argparse.ArgumentTypeError(f"{quoted_setting(text)} is not a sequence number")
     return int(text)
 
 
@@ -350,7 +355,9 @@ def _positive_seconds(text: str) -> float:
     except ValueError:
         value = 0.0
     if not 0.1 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds between 0.1 and 3600")
+        raise argparse.ArgumentTypeError(
+            f"{quoted_setting(text)} is not a number of seconds between 0.1 and 3600"
+        )
     return value
 
 

@@ -14,6 +14,10 @@ from typing import Any
 
 import yaml
 
+# What YAML aliases (*name) may add to a document, in values and string characters: anchors that share
+# defaults between a few hundred objects add far less; "billion laughs" (646 bytes that expand to more
+# than 2.4 GB) far more.
+MAX_ALIAS_GROWTH = 1_000_000
 # kubectl's objects nest a few dozen levels at most. Deeper input is refused up front: PyYAML's composer
 # recurses ~3 frames a level (RecursionError from ~330), copy.deepcopy 2 (~490), orjson stops at 254.
 MAX_DEPTH = 100
@@ -62,14 +66,73 @@ def _json(path: str, text: str) -> Any:
         raise InputError(f"{path}: invalid JSON: {_first_clause(exc)}") from exc
 
 
+def _alias_growth(node: yaml.Node) -> int | None:
+    """How much larger a YAML document's aliases make it: the values and string characters of the
+    document with every alias expanded, less those of its own nodes; None when an alias contains itself
+    (a document nested without end). Found on the node graph, without expanding anything."""
+    own: dict[int, int] = {}  # node -> its own weight (1, plus its characters for a scalar)
+    expanded: dict[int, int] = {}  # node -> the weight of its whole expansion
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        current, children_done = stack.pop()
+        key = id(current)
+        if isinstance(current, yaml.ScalarNode):
+            own[key] = expanded[key] = 1 + len(current.value)
+            continue
+        if isinstance(current, yaml.MappingNode):
+            children = [part for pair in current.value for part in pair]
+        else:
+            children = list(current.value)
+        if children_done:
+            visiting.discard(key)
+            own[key] = 1
+            expanded[key] = 1 + sum(expanded[id(child)] for child in children)
+            continue
+        if key in expanded:
+            continue
+        if key in visiting:
+            return None
+        visiting.add(key)
+        stack.append((current, True))
+        for child in children:
+            if id(child) in visiting:
+                return None
+            if id(child) not in expanded:
+                stack.append((child, False))
+    return expanded[id(node)] - sum(own.values())
+
+
 def _yaml_documents(path: str, text: str) -> Iterator[Any]:
-    loader = yaml.safe_load_all(text)
+    """Each document, composed, checked for alias growth, then constructed (``yaml.safe_load_all``'s
+    steps, with the check between them)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        yield from _checked_yaml_documents(path, loader)
+    finally:
+        loader.dispose()
+
+
+def _checked_yaml_documents(path: str, loader: yaml.SafeLoader) -> Iterator[Any]:
     index = 0
     while True:
         try:
-            doc = next(loader)
-        except StopIteration:
-            return
+            if not loader.check_node():
+                return
+            node = loader.get_node()
+            if node is None:  # an empty document
+                yield None
+                index += 1
+                continue
+            growth = _alias_growth(node)
+            if growth is None:  # an alias that contains itself nests without end
+                raise _too_deep(path, index)
+            if growth > MAX_ALIAS_GROWTH:
+                raise InputError(
+                    f"{path}: document {index + 1}: its aliases (*name) expand it by more than "
+                    f"{MAX_ALIAS_GROWTH:,} values and characters; write the repeated parts out"
+                )
+            doc = loader.construct_document(node)
         except yaml.YAMLError as exc:
             raise InputError(f"{path}: invalid YAML: {_yaml_problem(exc)}") from exc
         except RecursionError as exc:

@@ -145,6 +145,7 @@ class ModelCatalog:
             options.litellm.base_url or config.litellm_base_url,
             litellm_master_key,
             transport=litellm_transport,
+            bounds=options.litellm.bounds,
         )
         self.observer = LiteLLMObserver(
             self.litellm_client,

@@ -11,12 +11,14 @@ from typing import Any
 import attrs
 
 from adapters.kube.settings import KubeSettings
+from adapters.litellm.bounds import AnswerBounds
 
 
 @attrs.frozen
 class LiteLLMOptions:
     base_url: str | None = None  # the admin API; default: CatalogConfig.litellm_base_url
     resync_seconds: float = 30.0  # re-read /model/info this often (and shortly after writes)
+    bounds: AnswerBounds = attrs.field(factory=AnswerBounds)  # the largest answer read and parsed
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ starts; the first problem is reported as one line (exit 2).
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 from collections.abc import Mapping
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from catalog_core.config import CatalogConfig, ConfigError
+from adapters.litellm.bounds import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_ANSWER_VALUES
+from catalog_core.config import CatalogConfig, ConfigError, quoted_setting
 
 if TYPE_CHECKING:
     from adapters.eventlog.recorder import RecorderSettings
@@ -37,6 +39,8 @@ class ServiceSettings:
     catalog: CatalogConfig
     litellm_master_key: Secret
     litellm_resync_seconds: float = 30.0
+    litellm_max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    litellm_max_answer_values: int = DEFAULT_MAX_ANSWER_VALUES
     http_host: str = "0.0.0.0"
     http_port: int = 8080
     leader_election: bool = True
@@ -70,10 +74,14 @@ class ServiceSettings:
     def catalog_options(self) -> CatalogOptions:
         """How ``ModelCatalog``'s adapters run."""
         from adapters.kube.settings import KubeSettings
+        from adapters.litellm.bounds import AnswerBounds
         from app.options import CatalogOptions, HeapOptions, LiteLLMOptions, WriteOptions
 
         return CatalogOptions(
-            litellm=LiteLLMOptions(resync_seconds=self.litellm_resync_seconds),
+            litellm=LiteLLMOptions(
+                resync_seconds=self.litellm_resync_seconds,
+                bounds=AnswerBounds(self.litellm_max_answer_bytes, self.litellm_max_answer_values),
+            ),
             kube=KubeSettings(
                 crd_recheck_seconds=self.crd_recheck_seconds, watch_timeout_seconds=self.watch_timeout_seconds
             ),
@@ -147,12 +155,14 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         if not raw:
             return default
         try:
-            value = int(raw) if integer else float(raw)
+            value = int(raw) if integer else float(raw)  # int() refuses more than 4,300 digits: ValueError
         except ValueError:
-            problems.append(ConfigError(name, f"must be a number >= {minimum:g}, got {raw!r}"))
+            problems.append(ConfigError(name, f"must be a number >= {minimum:g}, got {quoted_setting(raw)}"))
             return default
-        if value < minimum:
-            problems.append(ConfigError(name, f"must be >= {minimum:g}, got {raw!r}"))
+        if not math.isfinite(value) or value < minimum:  # float() reads 5,000 digits as inf, and "nan"
+            problems.append(
+                ConfigError(name, f"must be a finite number >= {minimum:g}, got {quoted_setting(raw)}")
+            )
             return default
         return value
 
@@ -161,7 +171,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         if not raw:
             return default
         if raw not in _BOOL:
-            problems.append(ConfigError(name, f"must be true or false, got {raw!r}"))
+            problems.append(ConfigError(name, f"must be true or false, got {quoted_setting(raw)}"))
             return default
         return _BOOL[raw]
 
@@ -173,7 +183,9 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         match = _RESOLVE.match(part)
         if match is None:
             problems.append(
-                ConfigError("CATALOG_PROBE_RESOLVE", f"expected host:port=host:port, got {part!r}")
+                ConfigError(
+                    "CATALOG_PROBE_RESOLVE", f"expected host:port=host:port, got {quoted_setting(part)}"
+                )
             )
         else:
             resolve.append((match.group(1), match.group(2)))
@@ -195,11 +207,19 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         debug_token = ""
     level = text("LOG_LEVEL", "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        problems.append(ConfigError("LOG_LEVEL", f"must be DEBUG, INFO, WARNING or ERROR, got {level!r}"))
+        problems.append(
+            ConfigError("LOG_LEVEL", f"must be DEBUG, INFO, WARNING or ERROR, got {quoted_setting(level)}")
+        )
     settings = ServiceSettings(
         catalog=catalog,
         litellm_master_key=Secret(key),
         litellm_resync_seconds=number("CATALOG_LITELLM_RESYNC_SECONDS", 30.0, 1.0),
+        litellm_max_answer_bytes=int(
+            number("CATALOG_LITELLM_MAX_ANSWER_BYTES", DEFAULT_MAX_ANSWER_BYTES, 1024 * 1024, integer=True)
+        ),
+        litellm_max_answer_values=int(
+            number("CATALOG_LITELLM_MAX_ANSWER_VALUES", DEFAULT_MAX_ANSWER_VALUES, 10_000, integer=True)
+        ),
         http_host=text("CATALOG_HTTP_HOST", "0.0.0.0"),
         http_port=int(number("CATALOG_HTTP_PORT", 8080, 0, integer=True)),
         leader_election=boolean("CATALOG_LEADER_ELECTION", True),
@@ -243,6 +263,16 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
         "--litellm-resync-seconds",
         "CATALOG_LITELLM_RESYNC_SECONDS",
         "re-read LiteLLM /model/info this often (30)",
+    ),
+    (
+        "--litellm-max-answer-bytes",
+        "CATALOG_LITELLM_MAX_ANSWER_BYTES",
+        "refuse a LiteLLM answer larger than this (64 MiB; 10,000 rows of /model/info are ~35 MB)",
+    ),
+    (
+        "--litellm-max-answer-values",
+        "CATALOG_LITELLM_MAX_ANSWER_VALUES",
+        "refuse to parse a LiteLLM answer of more JSON values (2000000; 10,000 rows are ~1.2 million)",
     ),
     ("--http-port", "CATALOG_HTTP_PORT", "port of /healthz, /readyz, /metrics (8080; 0 picks a free port)"),
     ("--http-host", "CATALOG_HTTP_HOST", "address to listen on (0.0.0.0)"),

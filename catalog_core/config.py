@@ -175,6 +175,19 @@ class CatalogConfig:
         }
 
 
+# An integer setting is a count or a number of tokens or seconds: more digits than this is a mistake, and
+# int() refuses strings past 4,300 digits with an exception of its own.
+MAX_INTEGER_DIGITS = 18
+_QUOTED_CHARS = 64
+
+
+def quoted_setting(value: str) -> str:
+    """A value quoted in an error message, cut short: the message is one line of a terminal or a log."""
+    if len(value) <= _QUOTED_CHARS:
+        return repr(value)
+    return f"{value[: _QUOTED_CHARS - 3]!r}... ({len(value):,} characters)"
+
+
 class _Reader:
     """Reads variables, remembering the first error (reported as one line)."""
 
@@ -200,7 +213,7 @@ class _Reader:
         if value is None:
             return default
         if not pattern.match(value):
-            self._fail(name, f"{value!r} is not a valid Kubernetes name")
+            self._fail(name, f"{quoted_setting(value)} is not a valid Kubernetes name")
         return value
 
     def url(self, name: str, default: str) -> str:
@@ -209,7 +222,9 @@ class _Reader:
         if value is None:
             return default
         if not re.match(r"^https?://[^\s/]+", value):
-            shown = "the value" if "@" in value else repr(value)  # never echo what may hold a password
+            shown = (
+                "the value" if "@" in value else quoted_setting(value)
+            )  # never echo what may hold a password
             self._fail(name, f"{shown} is not an http(s) URL")
         elif "@" in value.split("://", 1)[1].split("/", 1)[0]:
             # These URLs are published in the catalog ConfigMap and recorded in the event log.
@@ -220,8 +235,14 @@ class _Reader:
         value = self._raw(name)
         if value is None:
             return default
+        if value.isascii() and value.isdigit() and len(value) > MAX_INTEGER_DIGITS:
+            self._fail(
+                name,
+                f"must be an integer of at most {MAX_INTEGER_DIGITS} digits, got {quoted_setting(value)}",
+            )
+            return default
         if not (value.isascii() and value.isdigit()) or int(value) < minimum:
-            self._fail(name, f"must be an integer >= {minimum}, got {value!r}")
+            self._fail(name, f"must be an integer >= {minimum}, got {quoted_setting(value)}")
             return default
         return int(value)
 
@@ -238,7 +259,7 @@ class _Reader:
         except ValueError:
             number = -1.0
         if not 0.0 <= number <= limit:  # also refuses nan and inf
-            self._fail(name, f"must be a number of seconds from 0 to {limit:g}, got {value!r}")
+            self._fail(name, f"must be a number of seconds from 0 to {limit:g}, got {quoted_setting(value)}")
             return default
         return number
 
@@ -250,7 +271,7 @@ class _Reader:
             return True
         if value.lower() in _FALSE:
             return False
-        self._fail(name, f"must be true or false, got {value!r}")
+        self._fail(name, f"must be true or false, got {quoted_setting(value)}")
         return default
 
     def patterns(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -273,5 +294,5 @@ class _Reader:
         items = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
         for item in items:
             if not _DNS_SUBDOMAIN.match(item):
-                self._fail(name, f"{item!r} is not a valid Kubernetes name")
+                self._fail(name, f"{quoted_setting(item)} is not a valid Kubernetes name")
         return items

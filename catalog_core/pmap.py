@@ -4,14 +4,33 @@ The fold keeps thousands of items per source and must not copy them on every
 event: a ``PMap`` is a hash array mapped trie, so ``set``/``delete`` copy only
 the few small nodes on the path to the key (O(log32 n)) and share the rest.
 
-Keys are strings hashed with CRC-32 rather than ``hash()``: the trie's shape,
-and so its iteration order, is the same in every process, which keeps replay
-byte-for-byte deterministic regardless of ``PYTHONHASHSEED``.
+Keys are hashed with functions of the key alone, never ``hash()``: the trie's
+shape, and so its iteration order, is the same in every process, which keeps
+replay byte-for-byte deterministic regardless of ``PYTHONHASHSEED``.
+
+The first seven levels read the key's CRC-32: fast, and the order every event
+log and snapshot was recorded in. CRC-32 is linear, so anyone who may choose
+names can give thousands of them one CRC-32 (valid DNS labels, in seconds);
+those used to share one flat list, searched key by key. Keys whose CRC-32 are
+equal now go on into a second trie of thirteen levels that reads a 64-bit
+BLAKE2b of the key, and keys equal in both (to put k keys there takes about
+2**(64*(k-1)/k) BLAKE2b evaluations) share a bucket kept sorted by key and
+searched by bisection. Whatever the keys, an operation walks at most twenty
+nodes of at most 32 slots and then bisects one bucket: a flood of colliding
+names costs what as many ordinary names cost, not the square of it.
+
+The order is the one recorded logs hold: by CRC-32, read five bits at a time
+from the low end, and keys whose CRC-32 are equal in the order they were added
+(a replaced value keeps its place). Entries of the second trie carry the number
+of their arrival for that; iterating it sorts them by it.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
+from hashlib import blake2b
+from operator import itemgetter
 from typing import Any, Generic, TypeVar, overload
 from zlib import crc32
 
@@ -20,16 +39,27 @@ D = TypeVar("D")
 
 _BITS = 5
 _MASK = (1 << _BITS) - 1
-_HASH_BITS = 32
+_HASH_BITS = 32  # the CRC-32 levels: shifts 0..30
+_DEEP_HASH_BITS = 64  # the BLAKE2b levels below them: shifts 0..60
 _MISSING: Any = object()
+_KEY = itemgetter(0)
+_ARRIVAL = itemgetter(2)
 
 
 def _hash(key: str) -> int:
     return crc32(key.encode("utf-8", "surrogatepass"))
 
 
+def _deep_hash(key: str) -> int:
+    """64 bits of BLAKE2b: collisions cost brute force, unlike CRC-32's (a fixed personalisation, not a
+    secret key: the core has no randomness, and the trie must be the same in every process)."""
+    digest = blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8, person=b"model-catalog").digest()
+    return int.from_bytes(digest, "little")
+
+
 class _Node:
-    """Bitmap-indexed node: ``array`` holds, per set bit, an entry ``(key, value)`` or a child."""
+    """Bitmap-indexed node: ``array`` holds, per set bit, an entry or a child. An entry is ``(key, value)``,
+    in a ``_Deep`` trie ``(key, value, arrival)``."""
 
     __slots__ = ("array", "bitmap")
 
@@ -38,14 +68,50 @@ class _Node:
         self.array = array
 
 
-class _Collision:
-    """Keys whose 32-bit hashes are equal: a flat tuple of entries."""
+class _Deep:
+    """Keys whose CRC-32 are equal (two or more): a trie indexed by ``_deep_hash`` (``root``, a ``_Node``)
+    whose entries carry their arrival; ``arrivals`` numbers the next one."""
 
-    __slots__ = ("entries", "hash")
+    __slots__ = ("arrivals", "root")
 
-    def __init__(self, hash_: int, entries: tuple[tuple[str, Any], ...]) -> None:
-        self.hash = hash_
+    def __init__(self, root: _Node, arrivals: int) -> None:
+        self.root = root
+        self.arrivals = arrivals
+
+
+class _Bucket:
+    """Keys whose CRC-32 and ``_deep_hash`` are both equal (two or more): entries sorted by key."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: tuple[tuple[str, Any, int], ...]) -> None:
         self.entries = entries
+
+    def index(self, key: str) -> int:
+        """The position of ``key``, or where it would go."""
+        return bisect_left(self.entries, key, key=_KEY)
+
+    def get(self, key: str) -> Any:
+        entries = self.entries
+        i = self.index(key)
+        return entries[i][1] if i < len(entries) and entries[i][0] == key else _MISSING
+
+    def set(self, key: str, value: Any, arrival: int) -> tuple[Any, bool]:
+        entries = self.entries
+        i = self.index(key)
+        if i < len(entries) and entries[i][0] == key:
+            if entries[i][1] is value:
+                return self, False
+            return _Bucket((*entries[:i], (key, value, entries[i][2]), *entries[i + 1 :])), False
+        return _Bucket((*entries[:i], (key, value, arrival), *entries[i:])), True
+
+    def delete(self, key: str) -> Any:
+        entries = self.entries
+        i = self.index(key)
+        if i == len(entries) or entries[i][0] != key:
+            return self
+        rest = (*entries[:i], *entries[i + 1 :])
+        return rest[0] if len(rest) == 1 else _Bucket(rest)
 
 
 _EMPTY = _Node(0, ())
@@ -53,11 +119,11 @@ _EMPTY = _Node(0, ())
 
 def _get(node: Any, key: str, h: int, shift: int) -> Any:
     while True:
-        if type(node) is _Collision:
-            for k, v in node.entries:
-                if k == key:
-                    return v
-            return _MISSING
+        if type(node) is not _Node:
+            if type(node) is _Deep:
+                node, h, shift = node.root, _deep_hash(key), 0
+                continue
+            return node.get(key)
         bit = 1 << ((h >> shift) & _MASK)
         if not node.bitmap & bit:
             return _MISSING
@@ -68,14 +134,18 @@ def _get(node: Any, key: str, h: int, shift: int) -> Any:
         shift += _BITS
 
 
-def _pair(shift: int, e1: tuple[str, Any], h1: int, e2: tuple[str, Any], h2: int) -> Any:
-    """A subtree holding two entries whose hashes agree below ``shift``."""
-    if shift >= _HASH_BITS:
-        return _Collision(h1, (e1, e2))
+def _pair(shift: int, e1: tuple[Any, ...], h1: int, e2: tuple[Any, ...], h2: int, *, deep: bool) -> Any:
+    """A subtree holding two entries whose hashes agree below ``shift`` (``deep``: in a ``_Deep`` trie)."""
+    if shift >= (_DEEP_HASH_BITS if deep else _HASH_BITS):
+        if deep:
+            return _Bucket((e1, e2) if e1[0] < e2[0] else (e2, e1))
+        # e1 was here first: the order of a flat list of colliding keys, which recorded logs hold
+        first, second = (*e1, 0), (*e2, 1)
+        return _Deep(_pair(0, first, _deep_hash(e1[0]), second, _deep_hash(e2[0]), deep=True), 2)
     i1 = (h1 >> shift) & _MASK
     i2 = (h2 >> shift) & _MASK
     if i1 == i2:
-        return _Node(1 << i1, (_pair(shift + _BITS, e1, h1, e2, h2),))
+        return _Node(1 << i1, (_pair(shift + _BITS, e1, h1, e2, h2, deep=deep),))
     if i1 < i2:
         return _Node((1 << i1) | (1 << i2), (e1, e2))
     return _Node((1 << i1) | (1 << i2), (e2, e1))
@@ -83,14 +153,11 @@ def _pair(shift: int, e1: tuple[str, Any], h1: int, e2: tuple[str, Any], h2: int
 
 def _set(node: Any, key: str, value: Any, h: int, shift: int) -> tuple[Any, bool]:
     """Return (new node, added) — ``node`` itself when the key already maps to ``value``."""
-    if type(node) is _Collision:
-        for i, (k, v) in enumerate(node.entries):
-            if k == key:
-                if v is value:
-                    return node, False
-                entries = (*node.entries[:i], (key, value), *node.entries[i + 1 :])
-                return _Collision(node.hash, entries), False
-        return _Collision(node.hash, (*node.entries, (key, value))), True
+    if type(node) is _Deep:
+        root, added = _deep_set(node.root, key, value, _deep_hash(key), 0, arrival=node.arrivals)
+        if root is node.root:
+            return node, False
+        return _Deep(root, node.arrivals + 1 if added else node.arrivals), added
     bit = 1 << ((h >> shift) & _MASK)
     idx = (node.bitmap & (bit - 1)).bit_count()
     arr = node.array
@@ -104,7 +171,7 @@ def _set(node: Any, key: str, value: Any, h: int, shift: int) -> tuple[Any, bool
             new_child: Any = (key, value)
             added = False
         else:
-            new_child = _pair(shift + _BITS, child, _hash(child[0]), (key, value), h)
+            new_child = _pair(shift + _BITS, child, _hash(child[0]), (key, value), h, deep=False)
             added = True
     else:
         new_child, added = _set(child, key, value, h, shift + _BITS)
@@ -113,15 +180,51 @@ def _set(node: Any, key: str, value: Any, h: int, shift: int) -> tuple[Any, bool
     return _Node(node.bitmap, (*arr[:idx], new_child, *arr[idx + 1 :])), added
 
 
+def _deep_set(node: Any, key: str, value: Any, h: int, shift: int, *, arrival: int) -> tuple[Any, bool]:
+    """``_set`` in a ``_Deep`` trie: a new entry carries ``arrival``, a replaced one keeps its own."""
+    if type(node) is _Bucket:
+        return node.set(key, value, arrival)
+    bit = 1 << ((h >> shift) & _MASK)
+    idx = (node.bitmap & (bit - 1)).bit_count()
+    arr = node.array
+    if not node.bitmap & bit:
+        return _Node(node.bitmap | bit, (*arr[:idx], (key, value, arrival), *arr[idx:])), True
+    child = arr[idx]
+    if type(child) is tuple:
+        if child[0] == key:
+            if child[1] is value:
+                return node, False
+            new_child: Any = (key, value, child[2])
+            added = False
+        else:
+            new_child = _pair(shift + _BITS, child, _deep_hash(child[0]), (key, value, arrival), h, deep=True)
+            added = True
+    else:
+        new_child, added = _deep_set(child, key, value, h, shift + _BITS, arrival=arrival)
+        if new_child is child:
+            return node, False
+    return _Node(node.bitmap, (*arr[:idx], new_child, *arr[idx + 1 :])), added
+
+
+def _single(node: Any) -> Any:
+    """The entry of a node left holding just one (it takes the node's place), else the node."""
+    if type(node) is _Node and len(node.array) == 1 and type(node.array[0]) is tuple:
+        return node.array[0]
+    return node
+
+
 def _delete(node: Any, key: str, h: int, shift: int) -> Any:
-    """Return the node without ``key`` (``node`` itself when absent, None when it empties)."""
-    if type(node) is _Collision:
-        entries = tuple(e for e in node.entries if e[0] != key)
-        if len(entries) == len(node.entries):
-            return node
-        if len(entries) == 1:
-            return entries[0]
-        return _Collision(node.hash, entries)
+    """Return the node without ``key`` (``node`` itself when absent, None when it empties; a ``_Deep`` or
+    ``_Bucket`` left with one entry returns that entry)."""
+    if type(node) is not _Node:
+        if type(node) is _Deep:
+            root = _delete(node.root, key, _deep_hash(key), 0)
+            if root is node.root:
+                return node
+            single = _single(root)
+            # the last key of a _Deep leaves it as an ordinary entry, without its arrival
+            return (single[0], single[1]) if single is not root else _Deep(root, node.arrivals)
+        return node.delete(key)
     bit = 1 << ((h >> shift) & _MASK)
     if not node.bitmap & bit:
         return node
@@ -137,8 +240,7 @@ def _delete(node: Any, key: str, h: int, shift: int) -> Any:
         if new_child is child:
             return node
         # A child left with a single entry collapses into that entry.
-        if type(new_child) is _Node and len(new_child.array) == 1 and type(new_child.array[0]) is tuple:
-            new_child = new_child.array[0]
+        new_child = _single(new_child)
     if new_child is None:
         if node.bitmap == bit:
             return None
@@ -147,8 +249,9 @@ def _delete(node: Any, key: str, h: int, shift: int) -> Any:
 
 
 def _items(node: Any) -> Iterator[tuple[str, Any]]:
-    if type(node) is _Collision:
-        yield from node.entries
+    if type(node) is _Deep:
+        for key, value, _ in sorted(_arrived(node.root), key=_ARRIVAL):
+            yield key, value
         return
     for child in node.array:
         if type(child) is tuple:
@@ -157,18 +260,44 @@ def _items(node: Any) -> Iterator[tuple[str, Any]]:
             yield from _items(child)
 
 
+def _arrived(node: Any) -> Iterator[tuple[str, Any, int]]:
+    """The entries of a ``_Deep`` trie (or of a bucket in it), with their arrival, in no useful order."""
+    if type(node) is _Bucket:
+        yield from node.entries
+        return
+    for child in node.array:
+        if type(child) is tuple:
+            yield child
+        else:
+            yield from _arrived(child)
+
+
 def _entries(node: Any) -> Iterator[tuple[str, Any]]:
-    """The entries under an array slot: a single entry, a child node or a collision."""
+    """The (key, value) pairs under an array slot: an entry, a child node, a ``_Deep`` trie or a bucket."""
     if type(node) is tuple:
-        yield node
-    else:
+        yield (node[0], node[1]) if len(node) == 3 else node
+    elif type(node) is _Deep:
         yield from _items(node)
+    elif type(node) is _Bucket:
+        for key, value, _ in node.entries:
+            yield key, value
+    else:
+        for child in node.array:
+            if type(child) is not tuple:
+                yield from _entries(child)
+            elif len(child) == 2:
+                yield child
+            else:
+                yield child[0], child[1]
 
 
 def _diff(a: Any, b: Any) -> Iterator[tuple[str, Any, Any]]:
     """(key, value in a or _MISSING, value in b or _MISSING) for every key whose value is not the
     same object; subtrees the two versions share are skipped without being read."""
     if a is b:
+        return
+    if type(a) is _Deep and type(b) is _Deep:
+        yield from _diff(a.root, b.root)
         return
     if type(a) is _Node and type(b) is _Node:
         for i in range(1 << _BITS):
@@ -186,7 +315,7 @@ def _diff(a: Any, b: Any) -> Iterator[tuple[str, Any, Any]]:
             elif cb is None:
                 for k, v in _entries(ca):
                     yield k, v, _MISSING
-            elif type(ca) is _Node and type(cb) is _Node:
+            elif type(ca) is not tuple and type(ca) is type(cb):
                 yield from _diff(ca, cb)
             else:
                 yield from _diff_flat(_entries(ca), _entries(cb))

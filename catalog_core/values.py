@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from json.encoder import encode_basestring_ascii
 from typing import Any, ClassVar
 
 import attrs
@@ -23,6 +24,32 @@ MAX_RATE = 1_000_000_000
 # Names become LiteLLM model names, catalog ids and defaults.env values: one 100 KB name must not make the
 # catalog too large for everyone, so a longer one rejects its own item.
 MAX_NAME_LENGTH = 512
+# Model names are object keys in opencode-providers.json, the Paperclip files and hermes.yaml, which Node apps
+# parse and merge into their own objects: "__proto__" as a key sets the prototype of the object it is merged
+# into (prototype pollution), "constructor" and "prototype" reach it through the next merge, and a key named
+# after another member every object inherits replaces that method on the merged object. None is a name.
+RESERVED_NAMES = frozenset(
+    {
+        "__proto__",
+        "constructor",
+        "prototype",
+        "__defineGetter__",
+        "__defineSetter__",
+        "__lookupGetter__",
+        "__lookupSetter__",
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "toLocaleString",
+        "toString",
+        "valueOf",
+    }
+)
+# hermes.yaml is JSON text read as YAML, and YAML reads a key of at most 1,024 characters (quotes and
+# escapes included; the catalog writes every non-ASCII character as an escape, up to 12 characters): a longer
+# one makes the whole file unreadable, so its name is refused.
+MAX_ESCAPED_KEY_LENGTH = 1024
+_SURELY_SHORT_KEY = (MAX_ESCAPED_KEY_LENGTH - 2) // 12  # characters that fit whatever they are
 # LiteLLM resolves a string of a DB model's litellm_params that starts with this from its own environment
 # (ProxyConfig._resolve_db_litellm_param): input must never be able to make it read its master key.
 ENV_REFERENCE_PREFIX = "os.environ/"
@@ -112,14 +139,31 @@ def text_problem(value: str) -> str | None:
 
 
 def name_problem(value: str) -> str | None:
-    """``text_problem``, and a bound on the length of a name."""
+    """``text_problem``, a bound on the length of a name, and what its catalog key must be: not a name
+    JavaScript objects reserve, and short enough once escaped for a YAML key."""
     problem = text_problem(value)
-    if problem is None and len(value) > MAX_NAME_LENGTH:
+    if problem is not None:
+        return problem
+    if len(value) > MAX_NAME_LENGTH:
         return f"is longer than {MAX_NAME_LENGTH} characters"
-    if problem is None and not logical_name(value).strip():
+    logical = logical_name(value)
+    if not logical.strip():
         # "mesh/" alone would be an alias of a model with no name (behaviour §6)
         return "names no model after its local/, share/ or mesh/ prefix"
-    return problem
+    if logical in RESERVED_NAMES:
+        return (
+            f"is {logical!r}, which JavaScript objects inherit or treat specially: as a key of the catalog's "
+            "JSON files it could change the objects of the Node apps that merge them"
+        )
+    if (
+        len(logical) > _SURELY_SHORT_KEY
+        and (escaped_length := len(encode_basestring_ascii(logical))) > MAX_ESCAPED_KEY_LENGTH
+    ):
+        return (
+            f"is {escaped_length:,} characters long once escaped, too long for a key of hermes.yaml "
+            f"(YAML reads keys of at most {MAX_ESCAPED_KEY_LENGTH:,})"
+        )
+    return None
 
 
 def escaped(value: str) -> str:

@@ -39,9 +39,9 @@ nothing on the wire). Values serialize deterministically:
   is recomputed when read and must match (:class:`CommandIdError`);
 - ``PMap``: an object in the map's own iteration order. That order is fixed by
   the CRC-32 trie (the same in every process) and, unlike sorted order, rebuilds
-  the exact trie when read back, including the order of keys whose hashes
-  collide, so a replay from a snapshot iterates (and so emits) exactly as the
-  live run did;
+  the exact trie when read back, including the order of keys whose CRC-32
+  collide (the order they arrived in), so a replay from a snapshot iterates (and
+  so emits) exactly as the live run did;
 - ``frozenset``: a sorted array; ``tuple``: an array; enums: their value;
 - ``Json``: the JSON value itself (its canonical text is rebuilt when read);
 - raw objects (``Mapping[str, Any]``): as received, key order kept (some

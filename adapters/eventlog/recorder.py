@@ -57,7 +57,7 @@ import attrs
 
 from adapters.eventlog.guard import guard
 from adapters.identity import version as service_version
-from catalog_core.config import CatalogConfig
+from catalog_core.config import MAX_INTEGER_DIGITS, CatalogConfig, quoted_setting
 from catalog_core.events import Event
 from catalog_core.fold import Transition
 from catalog_core.state import CatalogState, initial_state
@@ -101,8 +101,9 @@ class RecorderSettings:
             text = (env.get(name) or "").strip()
             if not text:
                 return default
-            if not (text.isascii() and text.isdigit()) or int(text) < minimum:
-                raise ValueError(f"{name}: must be an integer >= {minimum}, got {text!r}")
+            digits = text.isascii() and text.isdigit() and len(text) <= MAX_INTEGER_DIGITS
+            if not digits or int(text) < minimum:
+                raise ValueError(f"{name}: must be an integer >= {minimum}, got {quoted_setting(text)}")
             return int(text)
 
         return cls(

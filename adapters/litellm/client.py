@@ -3,7 +3,12 @@
 It only sends and parses; what an answer *means* for a command is the executor's business. The master
 key lives in an ``httpx.Auth`` that never shows it: not in a repr, a log line or an exception message.
 Answers keep LiteLLM's text whole: whoever quotes it passes it through ``scrub.safe_text`` (scrub,
-then shorten — never the other way round).
+then shorten — never the other way round) — except an answer refusing the master key (401, 403), which
+is never kept at all: LiteLLM 1.84.0 quotes the key's last characters and its SHA-256 in it.
+
+Every answer is read with a bound (``AnswerBounds``): at 10,000 rows ``/model/info`` is ~35 MB, and an
+answer of 40 MiB of small JSON values took 665 MiB to parse, so a larger one is refused before it is
+parsed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import httpx
 import orjson
 
 from adapters.identity import USER_AGENT
+from adapters.litellm.bounds import AnswerBounds
 from adapters.litellm.scrub import safe_text
 
 # Connect and pool waits are short (an unreachable proxy should be noticed quickly); LiteLLM answers
@@ -47,12 +53,23 @@ class _MasterKey(httpx.Auth):
 
 
 class LiteLLMTransportError(Exception):
-    """No HTTP answer: connection refused or reset, a timeout, a protocol error. ``kind`` is stable."""
+    """No usable HTTP answer: connection refused or reset, a timeout, a protocol error, an answer past
+    ``AnswerBounds``. ``kind`` is stable."""
 
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(f"{kind}: {detail}")
-        self.kind = kind  # "timeout" | "connect" | "network" | "protocol"
+        self.kind = kind  # "timeout" | "connect" | "network" | "protocol" | TOO_LARGE
         self.detail = detail
+
+
+TOO_LARGE = "too-large"
+
+# LiteLLM's answer to a master key it refuses (401) or will not let manage models (403): our words, never
+# its own (LiteLLM 1.84.0: "Received API Key = sk-...<last 4>, Key Hash (Token) =<SHA-256 of the key>").
+REFUSED_KEY_TEXT = {
+    401: "LiteLLM refused the master key (its answer is not shown: it quotes the key)",
+    403: "LiteLLM does not let the master key manage models (its answer is not shown: it quotes the key)",
+}
 
 
 @attrs.frozen
@@ -124,17 +141,20 @@ class LiteLLMClient:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         limits: httpx.Limits = DEFAULT_LIMITS,
         transport: httpx.AsyncBaseTransport | None = None,
+        bounds: AnswerBounds | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._auth = _MasterKey(master_key)
         self._timeout = timeout
+        self.bounds = bounds or AnswerBounds()
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=self._auth,
             limits=limits,
             timeout=timeout,
             transport=transport,
-            headers={"accept": "application/json", "user-agent": USER_AGENT},
+            # identity: the bound counts the bytes of the answer as sent, and no decoder inflates them
+            headers={"accept": "application/json", "accept-encoding": "identity", "user-agent": USER_AGENT},
         )
 
     def __repr__(self) -> str:
@@ -190,9 +210,7 @@ class LiteLLMClient:
         headers = {"content-type": "application/json"} if content is not None else None
         for attempt in (1, 2):
             try:
-                response = await self._http.request(
-                    method, path, content=content, headers=headers, timeout=self._timeout
-                )
+                status, answer = await self._read(method, path, content, headers)
                 break
             except httpx.TimeoutException as exc:
                 raise LiteLLMTransportError("timeout", f"{method} {path}: {type(exc).__name__}") from None
@@ -209,8 +227,51 @@ class LiteLLMClient:
                 raise LiteLLMTransportError("network", f"{method} {path}: {type(exc).__name__}") from None
             except (httpx.NetworkError, httpx.ProtocolError, httpx.UnsupportedProtocol) as exc:
                 raise LiteLLMTransportError("protocol", f"{method} {path}: {type(exc).__name__}") from None
-        parsed = (parse or parse_body)(response.content)
-        ok = 200 <= response.status_code < 300
+        if answer is None:
+            return Answer(status, None, REFUSED_KEY_TEXT[status])
+        problem = self.bounds.values_problem(answer)
+        if problem is not None:
+            raise LiteLLMTransportError(TOO_LARGE, f"{method} {path}: {problem}")
+        parsed = (parse or parse_body)(answer)
+        ok = 200 <= status < 300
         # The text is only ever the fallback of an error message: not decoded again for a good answer
         # (/model/info at 10,000 rows is megabytes, read after every burst of writes).
-        return Answer(response.status_code, parsed, "" if ok and parsed is not None else response.text)
+        text = "" if ok and parsed is not None else answer.decode("utf-8", "replace")
+        return Answer(status, parsed, text)
+
+    async def _read(
+        self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None
+    ) -> tuple[int, bytes | None]:
+        """The status and the body, read up to ``bounds.max_bytes`` (None: a refused key's, never read)."""
+        limit = self.bounds.max_bytes
+        too_large = LiteLLMTransportError(
+            TOO_LARGE,
+            f"{method} {path}: the answer is larger than {limit:,} bytes (CATALOG_LITELLM_MAX_ANSWER_BYTES); "
+            "not read",
+        )
+        request = self._http.build_request(
+            method, path, content=content, headers=headers, timeout=self._timeout
+        )
+        response = await self._http.send(request, stream=True)
+        try:
+            if response.status_code in REFUSED_KEY_TEXT:
+                return response.status_code, None
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise LiteLLMTransportError(
+                    "protocol",
+                    f"{method} {path}: answered with content-encoding {encoding[:40]!r}, not asked for",
+                )
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and len(declared) <= 18 and int(declared) > limit:
+                raise too_large
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():  # identity (checked above): the bytes as sent
+                size += len(chunk)
+                if size > limit:
+                    raise too_large
+                chunks.append(chunk)
+            return response.status_code, b"".join(chunks)
+        finally:
+            await response.aclose()

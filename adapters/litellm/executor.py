@@ -6,12 +6,14 @@ command and says what LiteLLM's answer means:
 | answer                                         | outcome  | reason / side effect                        |
 |------------------------------------------------|----------|---------------------------------------------|
 | 2xx                                            | applied  | backoff forgotten                           |
-| 401 / 403                                      | terminal | ``LiteLLMUnauthorized``, logged once        |
+| 401 / 403                                      | terminal | ``LiteLLMUnauthorized``, logged once; its   |
+|                                                |          | text is never kept (it quotes the key)      |
 | update: 404 from LiteLLM, 400 "model not found"| gone     | the core re-plans a create                  |
 | create: 500 (LiteLLM's duplicate-id answer)    | retry    | short backoff, re-observe at once           |
 | delete: 400 "... not found ..."                | applied  | the row is gone: what we wanted             |
 | 408 / 429 / 5xx, timeout, refused, reset       | retry    | capped exponential backoff with jitter,     |
 |                                                |          | the observer is told LiteLLM looks down     |
+| an answer past the client's ``AnswerBounds``   | retry    | the same, LiteLLM reported as erroring      |
 | other 4xx (400 / 404 / 409 / 422 ...)          | terminal | ``LiteLLMRejected`` with a short detail     |
 | the API key's value is not in the vault (yet)  | retry    | ``SecretNotFound``, names the Secret        |
 
@@ -37,7 +39,7 @@ from typing import Any, Protocol
 import attrs
 
 from adapters.backoff import KeyedBackoff
-from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
+from adapters.litellm.client import TOO_LARGE, Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.observer import PeerStatus, status_of_http
 from adapters.litellm.scrub import safe_text, scrub
 from adapters.vault import SecretVault
@@ -95,6 +97,8 @@ def classify(op: Op, answer: Answer | LiteLLMTransportError) -> Mapped:
     """The outcome table above, as a pure function of the operation and LiteLLM's answer. The detail
     quotes LiteLLM whole: the executor scrubs and shortens it (``safe_text``) before anyone sees it."""
     if isinstance(answer, LiteLLMTransportError):
+        if answer.kind == TOO_LARGE:
+            return Mapped(Outcome.RETRY, RetryReason.SERVER_ERROR, answer.detail, PeerStatus.ERROR)
         return Mapped(
             Outcome.RETRY,
             RetryReason.UNREACHABLE,

@@ -20,7 +20,8 @@ Every behaviour here was measured on the real proxy and is pinned by
 - ``PATCH /model/{id}/update``: merges ``litellm_params`` and ``model_info`` one level deep (null or
   absent keeps the old value, a nested object is replaced whole), the path id wins; unknown -> 404.
 - ``POST /model/delete``: unknown id -> 400 "... not found in db"; no id -> 422.
-- A wrong or missing master key -> 401 on every endpoint.
+- A wrong or missing master key -> 401 on every endpoint; a wrong one's text quotes its last four
+  characters and its SHA-256.
 
 Use it in-process with ``httpx.MockTransport(fake.handle)``, or on a loopback port with
 ``async with fake.serving() as url``. ``requests`` counts calls per endpoint; ``inject`` adds faults.
@@ -167,6 +168,19 @@ def _error(
     status: int, message: str, type_: str = "auth_error", param: str | None = "None"
 ) -> tuple[int, Any]:
     return status, {"error": {"message": message, "type": type_, "param": param, "code": str(status)}}
+
+
+def _refused_key(key: str) -> tuple[int, Any]:
+    """LiteLLM's answer to a key it does not know, as 1.84.0 (the appliance's) words it: the key's last
+    four characters and its SHA-256."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    return _error(
+        401,
+        f"Authentication Error, Invalid proxy server token passed. Received API Key = sk-...{key[-4:]}, "
+        f"Key Hash (Token) ={digest}. Unable to find token in cache or `LiteLLM_VerificationTokenTable`",
+        "token_not_found_in_db",
+        "key",
+    )
 
 
 def _detail(status: int, *items: tuple[str, tuple[str | int, ...], str]) -> tuple[int, Any]:
@@ -332,9 +346,7 @@ class FakeLiteLLM:
         if not auth:
             return _error(401, "Authentication Error, No api key passed in.")
         if auth != f"Bearer {self._master_key}":
-            return _error(
-                401, "Authentication Error, Invalid API key provided.", "token_not_found_in_db", "key"
-            )
+            return _refused_key(auth.removeprefix("Bearer "))
         if endpoint == INFO:
             if not self._loaded:
                 return 500, {"detail": {"error": _NOT_LOADED}}

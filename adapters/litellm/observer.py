@@ -24,7 +24,7 @@ from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
 from adapters.collector import CollectorPause
-from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError, parse_body
+from adapters.litellm.client import TOO_LARGE, Answer, LiteLLMClient, LiteLLMTransportError, parse_body
 from adapters.litellm.scrub import safe_text
 from adapters.litellm.sync import SharedExclusiveLock
 from catalog_core.events import Event, LiteLLMRowsObserved, LiteLLMUnreachable
@@ -238,7 +238,8 @@ class LiteLLMObserver:
         try:
             answer = await self._client.info(parse=self._parse)
         except LiteLLMTransportError as exc:
-            return None, PeerStatus.UNREACHABLE, exc.detail
+            # an answer past the client's bounds is LiteLLM answering badly, not LiteLLM being away
+            return None, PeerStatus.ERROR if exc.kind == TOO_LARGE else PeerStatus.UNREACHABLE, exc.detail
         except Exception as exc:  # the source never dies: anything else is an error status
             return None, PeerStatus.ERROR, f"GET /model/info: {type(exc).__name__}"
         if no_models_loaded(answer):

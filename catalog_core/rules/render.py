@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable, Container, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
@@ -260,13 +261,13 @@ class CatalogParts:
 
     def data_size_at_least(self) -> int:
         """A lower bound of the rendered data's size in bytes, known without rendering: every run is in
-        at least one file, and its text is ASCII (``pretty`` escapes the rest)."""
+        at least one file, and its text is ASCII (``pretty`` escapes the rest). Not hermes.yaml's: it
+        writes a character beyond the BMP as itself (``yaml_readable``), 4 bytes instead of 12."""
         runs = (
             self.models,
             self.chat,
             self.embedding,
             self.openclaw,
-            self.hermes,
             self.opencode,
             self.paperclip,
             self.adapter,
@@ -317,7 +318,7 @@ class CatalogParts:
                 "agents": {"defaults": {"compaction": compaction, "model": {"primary": opencode_model}}},
                 "tools": {"profile": config.openclaw_tools_profile},
             },
-            "hermes.yaml": {
+            HERMES_KEY: {
                 "model": {
                     "default": default_chat,
                     "provider": "litellm",
@@ -367,11 +368,34 @@ class CatalogParts:
         """The data and its fingerprint: per change, no pass over every model in Python (each file is
         a join of the runs' cached texts; the fingerprint escapes the files in C)."""
         files, catalog_hash = self.files(placeholder=placeholder)
-        pairs = tuple(
-            (key, value.text if type(value) is _Text else pretty(value))
-            for key, value in sorted(files.items())
-        )
+        pairs = tuple((key, _file_text(key, value)) for key, value in sorted(files.items()))
         return RenderedCatalog(pairs, catalog_hash, data_fingerprint(dict(pairs)))
+
+
+HERMES_KEY = "hermes.yaml"
+# A character beyond the BMP escaped as JSON escapes it: a surrogate pair, "\ud83d\ude00" (after an even
+# number of backslashes: "\\ud83d" is an escaped backslash followed by text).
+_SURROGATE_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def _astral(match: re.Match[str]) -> str:
+    high, low = int(match.group(2), 16), int(match.group(3), 16)
+    return match.group(1) + chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+
+
+def yaml_readable(text: str) -> str:
+    """JSON text that YAML reads as JSON does: PyYAML reads a surrogate pair escape as two lone
+    surrogates and libyaml refuses it, so each is written as the character itself (valid JSON too)."""
+    if "\\ud" not in text:
+        return text
+    return _SURROGATE_PAIR.sub(_astral, text)
+
+
+def _file_text(key: str, value: Any) -> str:
+    if type(value) is _Text:
+        return value.text
+    text = pretty(value)
+    return yaml_readable(text) if key == HERMES_KEY else text
 
 
 class _Text:
@@ -407,7 +431,7 @@ def render_catalog(
     This is the oracle of ``IncrementalCatalog`` (tests/core/test_incremental_render.py): its parts are
     built afresh and its fingerprint is taken over the data itself."""
     files, catalog_hash = CatalogParts.of(entries, records, config, held).files(placeholder=placeholder)
-    data = {k: v.text if type(v) is _Text else pretty(v) for k, v in files.items()}
+    data = {k: _file_text(k, v) for k, v in files.items()}
     pairs = tuple(sorted(data.items()))
     return RenderedCatalog(pairs, catalog_hash, data_fingerprint(dict(pairs)))
 

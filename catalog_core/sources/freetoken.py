@@ -27,7 +27,7 @@ from catalog_core.sources.common import (
     unreadable,
 )
 from catalog_core.trim import REJECTED
-from catalog_core.values import COMPUTE_TARGETS, MAX_TOKENS, compute_target_from_profile
+from catalog_core.values import COMPUTE_TARGETS, MAX_TOKENS, RESERVED_NAMES, compute_target_from_profile
 
 FREETOKEN = "freetoken"
 # A Deployment is a FreeToken runtime when labelled appliance.magicstick.dev/runtime=freetoken.
@@ -138,7 +138,8 @@ def activation_owner_uid(refs: Any, activation: str | None) -> str | None:
 
 
 # A name the API server accepts (a DNS subdomain, or any case of one; a label value is narrower): printable
-# ASCII on one line, shorter than MAX_NAME_LENGTH, with no alias prefix: ``checked_name`` finds no problem.
+# ASCII on one line, shorter than MAX_NAME_LENGTH, with no alias prefix: unless it is one of RESERVED_NAMES,
+# ``checked_name`` finds no problem.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}").fullmatch
 _NO_ANNOTATIONS: Mapping[str, Any] = {}
 
@@ -174,14 +175,16 @@ def _from_plain(obj: Mapping[str, Any], runtime: LabelMatch) -> FreeTokenRuntime
         or type(annotations) is not dict
     ):
         return None
-    if _PLAIN_NAME(name) is None:
+    if _PLAIN_NAME(name) is None or name in RESERVED_NAMES:
         return None
     kind = labels.get(runtime.key)
     # The careful path's own test (LabelMatch.matches) on the label's string: not matching, it gives None too.
     if type(kind) is not str or kind.strip().lower() != runtime.value:
         return None
     activation = labels.get(ACTIVATION_LABEL)
-    if activation is not None and (type(activation) is not str or _PLAIN_NAME(activation) is None):
+    if activation is not None and (
+        type(activation) is not str or _PLAIN_NAME(activation) is None or activation in RESERVED_NAMES
+    ):
         return None
 
     context = annotations.get(CONTEXT_WINDOW_ANNOTATION)

@@ -27,6 +27,7 @@ from catalog_core.trim import REJECTED
 from catalog_core.values import (
     COMPUTE_TARGETS,
     MAX_TOKENS,
+    RESERVED_NAMES,
     ModelType,
     compute_target_from_profile,
     features_type,
@@ -128,7 +129,8 @@ class KubeAIModel:
 
 
 # A name the API server accepts (a DNS subdomain, or any case of one): printable ASCII on one line, shorter
-# than MAX_NAME_LENGTH, with no alias prefix: ``checked_name`` finds no problem in it.
+# than MAX_NAME_LENGTH, with no alias prefix: unless it is one of RESERVED_NAMES, ``checked_name`` finds no
+# problem in it.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}").fullmatch
 _NO_ANNOTATIONS: Mapping[str, Any] = {}
 # KubeAI's features are a handful of words; a model's type is a function of them alone.
@@ -191,7 +193,7 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         return None
     name = meta.get("name")
     uid = meta.get("uid", "")
-    if type(name) is not str or type(uid) is not str or _PLAIN_NAME(name) is None:
+    if type(name) is not str or type(uid) is not str or _PLAIN_NAME(name) is None or name in RESERVED_NAMES:
         return None
     annotations = meta.get("annotations", _NO_ANNOTATIONS)
     features_raw = spec.get("features")

@@ -23,6 +23,7 @@ from catalog_core.values import (
     features_type,
     logical_name,
     positive_int,
+    text_problem,
 )
 
 PARAM_KEYS = ("model", "api_base", "order", "api_version", "custom_llm_provider", "tpm", "rpm")
@@ -154,7 +155,10 @@ class LiteLLMRow:
             api_base=api_base if isinstance(api_base, str) else None,
             context_window=_first_limit(info, CONTEXT_KEYS),
             max_output_tokens=_first_limit(info, OUTPUT_KEYS),
-            display_name=display if isinstance(display, str) and display.strip() else None,
+            # (not one that is not valid text: a lone surrogate would make hermes.yaml unreadable)
+            display_name=display
+            if isinstance(display, str) and display.strip() and not text_problem(display)
+            else None,
             source=str(source),
         )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +28,13 @@ GOLDEN = ROOT / "tests/golden/render-example.json"
 
 
 def render(
-    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+    *args: str,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    memory: int | None = None,
+    timeout: float = 300,
 ) -> subprocess.CompletedProcess[str]:
+    """``memory``: the bytes of address space the process may use (it fails past them, not the machine)."""
     full_env = {
         k: v
         for k, v in os.environ.items()
@@ -42,6 +49,8 @@ def render(
         cwd=ROOT,
         env=full_env,
         check=False,
+        preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (memory, memory))) if memory else None,
+        timeout=timeout,
     )
 
 
@@ -196,6 +205,26 @@ def test_invalid_configuration_is_one_line_exit_2():
     assert out.stderr.strip().splitlines() == [f"model-catalog: {expected}"]
 
 
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "OPENCODE_DEFAULT_CONTEXT_TOKENS",
+        "CATALOG_RUNTIME_HEALTH_SECONDS",
+        "CATALOG_LITELLM_BURST_ROWS",
+        "CATALOG_LITELLM_SETTLE_SECONDS",
+        "NAMESPACE",
+    ],
+)
+def test_a_configuration_value_of_5000_digits_is_one_line_exit_2(variable):
+    """int() refuses strings past 4,300 digits with an exception of its own: that was a traceback."""
+    out = render("-f", str(ROOT / "examples/cluster.yaml"), env={variable: "1" * 5000})
+    assert out.returncode == 2, out.stderr[-500:]
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"model-catalog: invalid configuration: {variable}: ")
+    assert "(5,000 characters)" in line and len(line) < 300  # quoted, cut short
+
+
 def test_configuration_from_the_environment_changes_the_output():
     out = render(
         "-f", str(ROOT / "examples/cluster.yaml"), env={"KUBEAI_API_BASE": "http://kubeai.example/v1"}
@@ -346,3 +375,50 @@ def test_text_that_is_neither_json_nor_flow_yaml_names_both_reasons(tmp_path):
     out = render("-f", str(bad))
     assert_one_line_exit_2(out, bad, "invalid JSON: Expecting property name enclosed in double quotes")
     assert "read as YAML: expected the node content" in out.stderr
+
+
+def _laughs(levels: int) -> str:
+    """A KubeAI Model whose args are YAML aliases nested ``levels`` deep, each naming the one before nine
+    times: 9**levels strings."""
+    names = "abcdefghijklm"[:levels]
+    lines = [f"    {names[0]}: &{names[0]} [{', '.join(['lol'] * 9)}]"]
+    for before, name in itertools.pairwise(names):
+        lines.append(f"    {name}: &{name} [{', '.join(['*' + before] * 9)}]")
+    return (
+        "apiVersion: kubeai.org/v1\nkind: Model\nmetadata: {name: lol, namespace: ai}\n"
+        "status: {replicas: {all: 1, ready: 1}}\n"
+        "spec:\n  features: [TextGeneration]\n  engine: VLLM\n  url: hf://x/lol\n  resourceProfile: cpu:1\n"
+        "  laughs:\n" + "\n".join(lines) + f"\n  args: *{names[-1]}\n"
+    )
+
+
+def test_yaml_aliases_that_expand_without_bound_are_one_line_exit_2(tmp_path):
+    """ "Billion laughs": a Model of 613 bytes whose args expand to 43 million strings (the issue's
+    646-byte file, to more than 2.4 GB) kept render busy for minutes. Refused before anything is built."""
+    bomb = tmp_path / "laughs.yaml"
+    bomb.write_text(_laughs(8))
+    assert len(bomb.read_bytes()) < 646
+    out = render("-f", str(bomb), memory=1 << 30, timeout=60)
+    assert_one_line_exit_2(out, bomb, "document 1: its aliases (*name) expand it by more than 1,000,000")
+
+
+def test_yaml_anchors_that_share_parts_of_objects_are_still_read(tmp_path):
+    """Anchors and merge keys within bounds are ordinary YAML: two Models sharing one spec render."""
+    shared = tmp_path / "anchors.yaml"
+    shared.write_text(
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- {apiVersion: kubeai.org/v1, kind: Model, metadata: {name: m1, namespace: ai},\n"
+        "   spec: &spec {features: [TextGeneration], engine: VLLM, url: 'hf://x/m1',\n"
+        "                resourceProfile: 'cpu:1'},\n"
+        "   status: &status {replicas: {all: 1, ready: 1}}}\n"
+        "- {apiVersion: kubeai.org/v1, kind: Model, metadata: {name: m2, namespace: ai},\n"
+        "   spec: {<<: *spec, url: 'hf://x/m2'}, status: *status}\n"
+    )
+    out = render("-f", str(shared))
+    assert out.returncode == 0, out.stderr
+    assert sorted(d["model_name"] for d in json.loads(out.stdout)["litellm"]) == ["m1", "m2"]
+    small = tmp_path / "small-laughs.yaml"
+    small.write_text(_laughs(5))  # 59,049 strings: within the bound
+    out = render("-f", str(small))
+    assert out.returncode == 0, out.stderr
+    assert [d["model_name"] for d in json.loads(out.stdout)["litellm"]] == ["lol"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pathlib
 import re
 
+import pytest
+
 from adapters.kube.settings import FORBIDDEN_TOTAL, GONE_TOTAL, RELISTS_TOTAL
 from adapters.telemetry import Telemetry
 from app.service import Service
@@ -76,6 +78,22 @@ def test_the_watch_timeout_bounds_half_open_blindness_and_is_configurable() -> N
             service.telemetry.shutdown()
     bad = load({"LITELLM_MASTER_KEY": "sk-x", "CATALOG_WATCH_TIMEOUT_SECONDS": "1"})
     assert isinstance(bad, ConfigError) and bad.variable == "CATALOG_WATCH_TIMEOUT_SECONDS"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("CATALOG_LITELLM_RESYNC_SECONDS", "1" * 5000),  # float() reads it as inf
+        ("CATALOG_SHUTDOWN_GRACE_SECONDS", "nan"),
+        ("CATALOG_HTTP_PORT", "1" * 5000),  # int() refuses it with an exception of its own
+        ("CATALOG_LITELLM_BURST_ROWS", "1" * 5000),
+        ("CATALOG_EVENT_LOG_RING", "1" * 5000),
+    ],
+)
+def test_a_setting_of_5000_digits_or_not_finite_is_refused_briefly(variable: str, value: str) -> None:
+    error = load({"LITELLM_MASTER_KEY": "sk-x", variable: value})
+    assert isinstance(error, ConfigError) and error.variable == variable
+    assert len(str(error)) < 300
 
 
 def test_a_stale_watch_makes_readyz_say_which_and_since_when_and_is_a_metric() -> None:

@@ -160,6 +160,23 @@ def test_explain_json_and_unknown_models(example_log: Path, capsys: pytest.Captu
     assert "no-such-model never appears" in err and "phi-4-mini" in err
 
 
+@pytest.mark.parametrize("command", ["replay", "explain"])
+@pytest.mark.parametrize("variable", ["CATALOG_LITELLM_BURST_ROWS", "OPENCODE_DEFAULT_CONTEXT_TOKENS"])
+def test_a_header_setting_of_5000_digits_is_one_line_exit_2(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, variable: str
+) -> None:
+    """A header's configuration is read like the environment: int() refuses strings past 4,300 digits
+    with an exception of its own, which was a traceback."""
+    records = _records(example_log)
+    records[0]["config"][variable] = "9" * 5000
+    path = _write(tmp_path / "huge.jsonl", records)
+    code, out, err = _cli(capsys, command, str(path), *(["phi-4-mini"] if command == "explain" else []))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"model-catalog: {path}:1: header: invalid configuration: {variable}: ")
+    assert "at most 18 digits" in line and len(line) < 400
+
+
 def test_a_log_of_an_unknown_version_is_refused(
     example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -229,7 +229,7 @@ def test_core_states_round_trip_identically(scn: dict[str, Any], tmp_path_factor
 
 
 def _colliding_keys() -> tuple[str, str]:
-    """Two strings with the same CRC-32 (the PMap's hash), so they share a collision bucket."""
+    """Two strings with the same CRC-32 (the hash of the PMap's first levels): they share a ``_Deep`` trie."""
     a, b = "plumless", "buckeroo"
     assert zlib.crc32(a.encode()) == zlib.crc32(b.encode())
     return a, b

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+
+import anyio
+import anyio.abc
 import httpx
+import orjson
 import pytest
 
 from adapters.identity import USER_AGENT
-from adapters.litellm.client import DEFAULT_TIMEOUT, Answer, LiteLLMClient, LiteLLMTransportError
+from adapters.litellm.bounds import DEFAULT_MAX_ANSWER_BYTES, AnswerBounds
+from adapters.litellm.client import DEFAULT_TIMEOUT, TOO_LARGE, Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.fake import DELETE, NEW
 from adapters.litellm.scrub import safe_text
 from tests.adapters.litellm.conftest import Peer
@@ -176,3 +182,106 @@ async def test_only_an_error_answer_keeps_its_text() -> None:
     async with LiteLLMClient("http://litellm:4000", MASTER, transport=bad_transport) as client:
         bad = await client.info()
     assert bad.body is None and bad.error_message() == "<html>bad gateway</html>"
+
+
+# --- bounded answers (a LiteLLM, or whoever answers as it, cannot make the controller read without end)
+
+# One row of GET /model/info as LiteLLM 1.84.0 answers it for an external model of a known kind: 3.7 KB,
+# ~121 JSON values (LiteLLM adds its whole model-map entry to model_info).
+_REAL_INFO = {f"cost_or_capability_{i:02d}": None for i in range(84)} | {
+    "id": "ai-appliance-external-model-00000",
+    "db_model": True,
+    "mode": "chat",
+    "max_input_tokens": 128000,
+    "ai_appliance_owner": "model-catalog",
+    "ai_appliance_source": "external",
+    "key": "gpt-4o",
+    "max_tokens": 16384,
+    "max_output_tokens": 16384,
+    "input_cost_per_token": 2.5e-06,
+    "output_cost_per_token": 1e-05,
+    "litellm_provider": "openai",
+    "supported_openai_params": ["frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n", "stop"],
+}
+
+
+def _real_rows(count: int) -> bytes:
+    rows = [
+        {
+            "model_name": f"model-{i:05d}",
+            "litellm_params": {
+                "api_base": "https://api.openai.example/v1",
+                "use_in_pass_through": False,
+                "use_litellm_proxy": False,
+                "merge_reasoning_content_in_choices": False,
+                "model": "openai/gpt-4o",
+            },
+            "model_info": {**_REAL_INFO, "id": f"ai-appliance-external-model-{i:05d}"},
+        }
+        for i in range(count)
+    ]
+    return orjson.dumps({"data": rows})
+
+
+async def test_ten_thousand_real_rows_are_within_the_default_bounds() -> None:
+    body = _real_rows(10_000)
+    assert 30_000_000 < len(body) < DEFAULT_MAX_ANSWER_BYTES / 1.5
+    assert AnswerBounds().values_problem(body) is None
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+
+    async with LiteLLMClient("http://x", MASTER, transport=httpx.MockTransport(handler)) as client:
+        answer = await client.info()
+    assert answer.status == 200 and len(answer.body["data"]) == 10_000
+
+
+async def test_an_answer_of_too_many_small_values_is_refused_before_it_is_parsed() -> None:
+    """40 MiB of ``[[],[],...]`` took 665 MiB to parse (OOM-killed, then again after every restart): an
+    answer holding more JSON values than the bound is not parsed at all."""
+    body = b'{"data": [' + b"[]," * 3_000_000 + b"[]]}"  # 9 MB, 3 million values
+    parsed: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+
+    async with LiteLLMClient("http://x", MASTER, transport=httpx.MockTransport(handler)) as client:
+        with pytest.raises(LiteLLMTransportError) as caught:
+            await client.info(parse=parsed.append)
+    assert caught.value.kind == TOO_LARGE and parsed == []
+    assert "more than 2,000,000 JSON values (CATALOG_LITELLM_MAX_ANSWER_VALUES)" in caught.value.detail
+
+
+async def _endless(stream: anyio.abc.SocketStream, sent: list[int], declare: int | None) -> None:
+    """Answer like a "LiteLLM" whose /model/info never ends (chunked, or declaring ``declare`` bytes);
+    count what was sent."""
+    async with stream:
+        await stream.receive()
+        length = f"content-length: {declare}" if declare is not None else "transfer-encoding: chunked"
+        await stream.send(f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{length}\r\n\r\n".encode())
+        chunk = b'{"a": "' + b"x" * 65_536 + b'"},'
+        framed = chunk if declare is not None else f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            while sent[0] < 256 * 1024 * 1024:
+                await stream.send(framed)
+                sent[0] += len(chunk)
+
+
+@pytest.mark.parametrize("declare", [None, 256 * 1024 * 1024])
+async def test_an_answer_larger_than_the_bound_is_not_read_whole(declare: int | None) -> None:
+    """The answer is read up to ``max_bytes`` and then dropped; one that declares a larger length is not
+    read at all."""
+    sent = [0]
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    bounds = AnswerBounds(max_bytes=4 * 1024 * 1024)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, lambda stream: _endless(stream, sent, declare))
+        async with LiteLLMClient(f"http://127.0.0.1:{port}", MASTER, bounds=bounds) as client:
+            with pytest.raises(LiteLLMTransportError) as caught:
+                await client.info()
+        tg.cancel_scope.cancel()
+    await listener.aclose()
+    assert caught.value.kind == TOO_LARGE
+    assert "larger than 4,194,304 bytes (CATALOG_LITELLM_MAX_ANSWER_BYTES)" in caught.value.detail
+    assert sent[0] < 64 * 1024 * 1024  # stopped long before the end (socket buffers hold a few MB)

@@ -8,23 +8,36 @@ os.environ/LITELLM_MASTER_KEY`` and the attacker's ``api_base`` would send the m
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import uuid
 
+import anyio
+import httpx
 import pytest
 
+from adapters.litellm.client import REFUSED_KEY_TEXT
+from adapters.litellm.executor import LiteLLMExecutor
+from adapters.litellm.observer import LiteLLMObserver
 from catalog_core.commands import CreateLiteLLMModel, LiteralKey
-from catalog_core.events import Outcome
+from catalog_core.events import CommandCompleted, Event, LiteLLMUnreachable, Outcome
 from catalog_core.jsonval import Json
 from catalog_core.plan import all_records
 from catalog_core.reasons import Reason
 from catalog_core.registry import route_id
 from catalog_core.values import Source
+from contracts import eventlog as wire
 from tests.adapters.litellm.conftest import Peer
 from tests.adapters.litellm.harness import Harness
 
 pytestmark = pytest.mark.anyio
 
 ATTACKER = "https://attacker.example/v1"
+
+
+def _transport(peer: Peer) -> httpx.AsyncBaseTransport | None:
+    return httpx.MockTransport(peer.fake.handle) if peer.fake is not None else None
 
 
 def _sent(h: Harness) -> str:
@@ -83,3 +96,60 @@ async def test_the_executor_refuses_such_rows_whatever_produced_them(peer: Peer)
         assert (done.outcome, done.reason) == (Outcome.TERMINAL, reason)
         assert peer.master_key not in done.detail
     assert rid not in await h.rows()
+
+
+async def test_litellms_answer_to_a_wrong_master_key_is_never_kept(
+    peer: Peer, caplog: pytest.LogCaptureFixture
+):
+    """LiteLLM 1.84.0 (the appliance's) answers a key it refuses with the key's last four characters and
+    its SHA-256. That text reached the log, the event log and, on a refused write, routes.json. Run on
+    the real proxy at 1.84.0 with ``LITELLM_VERSION=1.84.0`` (its own ROOT)."""
+    wrong = f"sk-wrong-{uuid.uuid4().hex}"
+    digest, tail = hashlib.sha256(wrong.encode()).hexdigest(), f"...{wrong[-4:]}"
+    async with httpx.AsyncClient(base_url=peer.base_url, transport=_transport(peer)) as raw:
+        said = (await raw.get("/model/info", headers={"authorization": f"Bearer {wrong}"})).text
+    if peer.kind == "fake" or digest in said:  # 1.84.0 does; the fake answers as it does
+        assert digest in said and tail in said
+    quoted = [digest, tail, wrong, "Invalid proxy server token", "Authentication Error"]
+
+    h = Harness.build(peer)
+    name = h.add_external("keyed", model="openai/mct-keyed", apiBase="https://api.example.com/v1")
+    await h.start()
+    assert route_id(Source.EXTERNAL, name) in await h.rows()
+    # the master key changes under the controller (rotated in LiteLLM, or a wrong one deployed)
+    client = peer.client(master_key=wrong)
+    observer = LiteLLMObserver(client, resync_seconds=30.0)
+    executor = LiteLLMExecutor(client, h.vault, observer)
+    send, receive = anyio.create_memory_object_stream[Event](10)
+    caplog.set_level(logging.DEBUG)
+    await observer.poll_once(send)
+    events: list[Event] = [receive.receive_nowait()]
+    h.add_external(
+        "keyed", model="openai/mct-keyed", apiBase="https://api.example.com/v1", contextWindow=4096
+    )
+    added = h.add_external("added", model="openai/mct-added", apiBase="https://api.example.com/v1")
+    h.fold(h.listings())
+    executed = []
+    for _ in range(5):  # ticks until nothing more is planned
+        commands = await h.tick_litellm()
+        for command in commands:
+            done = list(await executor.execute(command))
+            h.fold(done)
+            events += done
+        executed += commands
+        h.now += 1.0
+    assert {type(c).__name__ for c in executed} >= {"CreateLiteLLMModel", "UpdateLiteLLMModel"}
+    outcomes = [e for e in events if isinstance(e, CommandCompleted)]
+    assert outcomes and all(e.reason == Reason.LITELLM_UNAUTHORIZED for e in outcomes)
+    assert isinstance(events[0], LiteLLMUnreachable) and events[0].reason == "unauthorized"
+
+    places = {
+        "the log": caplog.text,
+        "the event log": "\n".join(wire.dumps(wire.unstructure_event(e)).decode() for e in events),
+        "routes.json": json.dumps([r.as_json() for r in all_records(h.state)]),
+    }
+    for where, text in places.items():
+        for secret in quoted:
+            assert secret not in text, f"{secret!r} in {where}"
+    refused = next(r.as_json() for r in all_records(h.state) if r.name == added)
+    assert refused["reason"] == "LiteLLMUnauthorized" and refused["message"].endswith(REFUSED_KEY_TEXT[401])

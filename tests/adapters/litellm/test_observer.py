@@ -13,6 +13,8 @@ import pytest
 from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
+from adapters.litellm.bounds import AnswerBounds
+from adapters.litellm.client import REFUSED_KEY_TEXT
 from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.fake import INFO, PATCH, Fault
 from adapters.litellm.observer import LiteLLMObserver
@@ -150,9 +152,7 @@ async def test_each_failure_kind_is_reported_when_it_changes(fake_peer: Peer) ->
                 return out
 
     auth = fake.fail(401)
-    assert await poll() == [
-        LiteLLMUnreachable("unauthorized", "HTTP 401: Authentication Error, Invalid API key provided.")
-    ]
+    assert await poll() == [LiteLLMUnreachable("unauthorized", f"HTTP 401: {REFUSED_KEY_TEXT[401]}")]
     assert await poll() == []
     fake.faults.remove(auth)
     shape = fake.inject(Fault(status=200, payload={"unexpected": True}))
@@ -494,3 +494,28 @@ async def test_the_collector_is_left_alone_unless_asked(fake_peer: Peer) -> None
     observer._parse = lambda content: (real_parse(content), seen.append(gc.isenabled()))[0]  # type: ignore[method-assign]
     await observer.poll_once(send)
     assert seen == [True] and observer.collector.pauses == 0
+
+
+async def test_an_answer_past_the_bounds_is_reported_as_an_error_once(fake_peer: Peer) -> None:
+    """A /model/info larger than ``AnswerBounds`` is not read whole or parsed: LiteLLM is reported as
+    erroring, logged once, and the core is told once (``LiteLLMUnreachable``: it keeps the rows it saw
+    last)."""
+    assert fake_peer.fake is not None
+    fake = fake_peer.fake
+    fake.seed(fake_peer.name("kept"), {"model": "openai/kept"}, {"id": fake_peer.id("kept")})
+    send, receive = anyio.create_memory_object_stream[Event](100)
+    bounds = AnswerBounds(max_bytes=1024 * 1024, max_values=10_000)
+    observer = LiteLLMObserver(fake_peer.client(bounds=bounds))
+    await observer.poll_once(send)
+    assert isinstance(receive.receive_nowait(), LiteLLMRowsObserved)
+    values = fake.inject(Fault(status=200, payload={"data": [[] for _ in range(20_000)]}))
+    await observer.poll_once(send)
+    event = receive.receive_nowait()
+    assert isinstance(event, LiteLLMUnreachable) and event.reason == "error"
+    assert "more than 10,000 JSON values (CATALOG_LITELLM_MAX_ANSWER_VALUES)" in event.detail
+    fake.faults.remove(values)
+    fake.inject(Fault(status=200, payload={"data": [{"model_name": "x" * 2_000_000}]}))
+    await observer.poll_once(send)
+    with pytest.raises(anyio.WouldBlock):  # still erroring: told once
+        receive.receive_nowait()
+    assert "larger than 1,048,576 bytes (CATALOG_LITELLM_MAX_ANSWER_BYTES)" in observer.health.detail
