@@ -306,7 +306,14 @@ def test_the_blocking_example_never_withdraws_a_route_when_the_host_restarts(
     second: ExampleProcess | None = None
     try:
         first.wait_for(lambda line: line.startswith(f"published modelactivation/{name} (Published)"))
-        written = first.wait_for(lambda line: line.startswith("catalog written: hash "))
+        # The first ready view may still show the bootstrap placeholder the controller created before its
+        # first write; the catalog the restart must keep is the written one.
+        written = first.wait_for(
+            lambda line: (
+                line.startswith("catalog written: hash ")
+                and line.strip() != "catalog written: hash bootstrap"
+            )
+        )
         catalog_before = cluster.catalog_configmap()
         with RowWatch(litellm_peer, row_id) as rows:
             assert first.terminate() == 0
