@@ -38,6 +38,7 @@ from app.fed import FedRedactions
 from app.heap import keep_heap_frozen
 from app.loop import CatalogLoop, Recorder, Telemetry
 from app.options import CatalogOptions, options_of
+from app.process_memory import limit_tls_read_buffer
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     Event,
@@ -130,6 +131,9 @@ class ModelCatalog:
                 "catalog_min_write_interval": catalog_min_write_interval,
             },
         )
+        if options.heap.tls_read_buffer_bytes is not None:
+            # Before any connection of ours opens: a connection keeps the buffer it was given.
+            limit_tls_read_buffer(options.heap.tls_read_buffer_bytes)
         self.config = config
         self.vault = SecretVault()
         self.host_sources = frozenset(host_sources)

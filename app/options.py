@@ -33,6 +33,10 @@ class HeapOptions:
     # Process-wide, so off for an embedding host unless it asks; ``model-catalog run`` turns it on.
     freeze_after_sync: bool = False
     refreeze_seconds: float = 3600.0  # collect once and freeze again this often (frozen cycles)
+    # The read buffer asyncio gives every TLS connection (256 KiB, resident while it is open; each
+    # watch holds one): None leaves asyncio's default. Process-wide (app.process_memory), so off for an
+    # embedding host unless it asks; ``model-catalog run`` asks for 32 KiB.
+    tls_read_buffer_bytes: int | None = None
 
 
 @attrs.frozen

@@ -76,6 +76,7 @@ class ServiceSettings:
         from adapters.kube.settings import KubeSettings
         from adapters.litellm.bounds import AnswerBounds
         from app.options import CatalogOptions, HeapOptions, LiteLLMOptions, WriteOptions
+        from app.process_memory import TLS_READ_BUFFER_BYTES
 
         return CatalogOptions(
             litellm=LiteLLMOptions(
@@ -87,7 +88,7 @@ class ServiceSettings:
             ),
             writes=WriteOptions(self.max_concurrent_writes, self.catalog_min_write_interval),
             probe_resolve=self.probe_resolve,
-            heap=HeapOptions(freeze_after_sync=self.gc_freeze),
+            heap=HeapOptions(freeze_after_sync=self.gc_freeze, tls_read_buffer_bytes=TLS_READ_BUFFER_BYTES),
         )
 
     def lease(self) -> LeaseConfig | None:
@@ -107,12 +108,13 @@ class ServiceSettings:
 
     def event_log(self) -> RecorderSettings | None:
         """Where and how the event log is recorded (None: it is not)."""
+        if not self.event_log_path:
+            return None
+        # Imported only when the log is on: the recorder brings the event log's wire format (cattrs).
         from pathlib import Path
 
         from adapters.eventlog.recorder import RecorderSettings
 
-        if not self.event_log_path:
-            return None
         return RecorderSettings(
             Path(self.event_log_path),
             max_bytes=self.event_log_max_bytes,

@@ -30,6 +30,7 @@ from typing import Any
 
 from bench import core as core_bench
 from bench import machine, profile, report, scenarios
+from bench.image_venv import build as build_image_venv
 from bench.kube import Kube
 from bench.make_big_log import DEFAULT_OUT, generate
 from bench.peers import FakeServer, start_kube, start_litellm, wait_litellm
@@ -256,6 +257,10 @@ class Bench:
         quick = self.quick
         log("compiling bytecode for the image's optimisation level")
         self.results["compile_for_image_s"] = scenarios.compile_for_image()
+        image_venv = None
+        if self.want("P7"):
+            log("building a venv as the image's (P7 runs the controller from it)")
+            image_venv = build_image_venv(self.work / "image", optimize=(2,))
         log("starting the kube-apiserver peer")
         peer, kube_starter = start_kube()
         litellm_starter = start_litellm() if self.want("P2", "P4") else None
@@ -301,6 +306,7 @@ class Bench:
                         if both:
                             p1[str(n)], p1_stress[str(n)] = both
                     if self.want("P7"):
+                        assert image_venv is not None
                         log(f"P7: {n} models")
                         server.fake.reset_counts()
                         p7[str(n)] = self.guarded(
@@ -309,6 +315,7 @@ class Bench:
                             world,
                             server,
                             10.0 if quick else 30.0,
+                            image_venv,
                             store=False,
                         )
                     if n == 100 and self.want("P2") and litellm_starter is not None:

@@ -15,7 +15,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,8 +145,10 @@ class World:
 
 
 @contextmanager
-def controller(world: World, name: str, env: dict[str, str]) -> Iterator[Controller]:
-    process = Controller(name, env, world.work).start()
+def controller(
+    world: World, name: str, env: dict[str, str], command: Sequence[str] | None = None
+) -> Iterator[Controller]:
+    process = Controller(name, env, world.work, command).start()
     try:
         yield process
     finally:
@@ -798,12 +800,15 @@ def _flap(kube: Kube, namespace: str, name: str, values: list[bool]) -> None:
         kube.set_ready(namespace, name, value)
 
 
-def p7_memory(world: World, server: FakeServer, seconds: float) -> dict[str, Any]:
-    """Resident memory of ``model-catalog run`` once converged on ``world.models`` models."""
+def p7_memory(world: World, server: FakeServer, seconds: float, image_venv: Path) -> dict[str, Any]:
+    """Resident memory of ``model-catalog run`` once converged on ``world.models`` models, as the image
+    runs it: its console script from a venv built like the image's (``bench.image_venv``), with the
+    image's environment."""
     fake = server.fake
     env = world.controller_env(server.url)
     began = time.monotonic()
-    with controller(world, f"p7-{world.models}", env) as ctl:
+    command = [str(image_venv / "bin" / "model-catalog"), "run"]
+    with controller(world, f"p7-{world.models}", env, command) as ctl:
         ctl.wait_ready(600)
         converge = wait_converged(world, ctl, lambda: len(fake.ids()), world.models, 1200)
         converge_total = time.monotonic() - began

@@ -20,6 +20,7 @@ import anyio
 import httpx
 
 from adapters.identity import USER_AGENT
+from adapters.tls import client_tls_context
 from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.events import Event, RuntimeProbed
 
@@ -89,6 +90,7 @@ class RuntimeProber:
                 timeout=httpx.Timeout(self.timeout),
                 follow_redirects=False,
                 trust_env=False,
+                verify=client_tls_context(trust_env=False),  # httpx's roots, read only if TLS is ever used
                 headers={"user-agent": USER_AGENT},
             )
         return self._client

@@ -26,6 +26,7 @@ import orjson
 from adapters.identity import USER_AGENT
 from adapters.litellm.bounds import AnswerBounds
 from adapters.litellm.scrub import safe_text
+from adapters.tls import client_tls_context
 
 # Connect and pool waits are short (an unreachable proxy should be noticed quickly); LiteLLM answers
 # /model/new in ~170 ms, /model/info in ~15 ms, so 10 s of read time is a generous ceiling.
@@ -153,6 +154,7 @@ class LiteLLMClient:
             limits=limits,
             timeout=timeout,
             transport=transport,
+            verify=client_tls_context(trust_env=True),  # httpx's roots, read only if TLS is ever used
             # identity: the bound counts the bytes of the answer as sent, and no decoder inflates them
             headers={"accept": "application/json", "accept-encoding": "identity", "user-agent": USER_AGENT},
         )

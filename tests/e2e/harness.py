@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -236,8 +236,12 @@ class LiteLLMAdmin:
 class Controller:
     """One ``model-catalog run`` process."""
 
-    def __init__(self, name: str, env: dict[str, str], workdir: Path) -> None:
+    def __init__(
+        self, name: str, env: dict[str, str], workdir: Path, command: Sequence[str] | None = None
+    ) -> None:
+        """``command``: what starts it (default: this interpreter's ``-m app.cli run``)."""
         self.name = name
+        self.command = list(command) if command is not None else [sys.executable, "-m", "app.cli", "run"]
         self.port = free_port()
         self.log_path = workdir / f"{name}.log"
         self.event_log = workdir / f"{name}-events.jsonl"
@@ -259,9 +263,7 @@ class Controller:
 
     def start(self) -> Controller:
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "run"], cwd=REPO, env=self.env, stdout=log, stderr=log
-        )
+        self.process = subprocess.Popen(self.command, cwd=REPO, env=self.env, stdout=log, stderr=log)
         return self
 
     @property
