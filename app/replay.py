@@ -157,7 +157,7 @@ class Replayer:
                 f"{wire.STATE_SCHEMA}); they cannot be read by this version",
             )
         try:
-            state = wire.structure_state(line.raw["state"])
+            state = wire.structure_state(wire.with_gates(line.raw["state"], self.config.gates))
         except wire.LogFormatError as exc:
             raise self._fail(line.number, f"snapshot record: {exc}") from None
         if state.config != self.config:
@@ -170,11 +170,12 @@ class Replayer:
             header = wire.decode_header(line.raw)
         except wire.LogFormatError as exc:
             raise self._fail(line.number, str(exc)) from None
-        same = (header.run, header.version, dict(header.config), header.state_schema) == (
+        same = (header.run, header.version, dict(header.config), header.state_schema, header.gates) == (
             self.header.run,
             self.header.version,
             dict(self.header.config),
             self.header.state_schema,
+            self.header.gates,
         )
         if not same:
             raise self._fail(line.number, "a header of another run or configuration: logs of different runs")
@@ -307,7 +308,9 @@ class Replayer:
                     reseed = False
                     yield Notice(seq, line.number, f"continuing from the snapshot at seq {seq}")
                 else:
-                    yield SnapshotSeen(seq, line.number, raw["state"], state)
+                    yield SnapshotSeen(
+                        seq, line.number, wire.with_gates(raw["state"], self.config.gates), state
+                    )
             elif kind == "gap":
                 reseed = True
                 yield Notice(

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from catalog_core.gates import ALL_GATES, Gate
 from catalog_core.urls import DestinationPattern, pattern_entries
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -67,6 +68,10 @@ class CatalogConfig:
     # A still row's change is held this long first; another row changing meanwhile is a burst too, so
     # the burst's first rows wait with the rest (0: written at once; P1 allows 20 ms at the median).
     litellm_burst_probe_seconds: float = 0.01
+    # The planning rules in force (catalog_core.gates): every one, always, in a running controller; fewer
+    # only when a replay plans a log recorded before some existed (its header says which). Not a setting:
+    # ``from_env`` never reads it and ``as_env`` never writes it.
+    gates: frozenset[Gate] = ALL_GATES
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
@@ -145,7 +150,8 @@ class CatalogConfig:
         return cls(**values)
 
     def as_env(self) -> dict[str, str]:
-        """The values in their environment spelling (for the event log header)."""
+        """The settings in their environment spelling (for the event log header, which records ``gates``
+        beside them)."""
         return {
             "NAMESPACE": self.namespace,
             "APPLIANCE_NAMESPACE": self.appliance_namespace,

@@ -26,6 +26,7 @@ from catalog_core.events import (
     Unavailability,
 )
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.keys import (
     RefKey,
     RefKind,
@@ -336,7 +337,9 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
     ns, name = state.config.namespace, state.config.catalog_configmap
     # The defaults it holds are the ones that stay while published: an AgentTemplate without a model of
     # the catalog gets the default, so it is planned again when that may have moved.
-    held = held_defaults(cluster.catalog) != held_defaults(observed)
+    held = Gate.STICKY_DEFAULTS in state.config.gates and held_defaults(cluster.catalog) != held_defaults(
+        observed
+    )
     return evolve(
         state,
         cluster=evolve(cluster, catalog=observed, initial_catalog_hash=initial),

@@ -32,6 +32,7 @@ from catalog_core.commands import (
 from catalog_core.config import CatalogConfig
 from catalog_core.events import ROLLOUT_SOURCES, SourceKind
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.jsonval import Json
 from catalog_core.keys import (
     CommandKey,
@@ -61,7 +62,12 @@ from catalog_core.rules.render import (
 )
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
-from catalog_core.sources.catalog_configmap import CONFIGMAP_DATA_LIMIT, held_defaults
+from catalog_core.sources.catalog_configmap import (
+    CONFIGMAP_DATA_LIMIT,
+    NO_DEFAULTS,
+    HeldDefaults,
+    held_defaults,
+)
 from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import (
     NO_MARKS,
@@ -286,6 +292,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
     health = state.health
     p = state.pending
     names, ids, records = p.names, p.ids, p.records
+    sticky = Gate.STICKY_RUNTIME_NAMES in state.config.gates
     for item in marked(p.items):
         old = cands.get(item)
         new = registry.claim(state, item)
@@ -310,7 +317,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
                 by_id = _index(by_id, cand.route.id, item, add)
                 names = mark(names, cand.route.model_name)
                 ids = mark(ids, cand.route.id)
-            elif registry.sticky_names(cand.source):
+            elif sticky and registry.sticky_names(cand.source):
                 # A runtime claims its name even while withheld: holding it, it keeps it (behaviour §3).
                 by_name = _index(by_name, cand.name, item, add)
                 names = mark(names, cand.name)
@@ -405,6 +412,8 @@ def _placeholder(out: _Out) -> None:
     not. An existing ConfigMap, whoever wrote it, is never replaced by the placeholder (create only)."""
     state = out.state
     if state.cluster.catalog is not None or not state.control.leading:
+        return
+    if Gate.CATALOG_PLACEHOLDER not in state.config.gates:
         return
     if not state.source(SourceKind.CATALOG_CONFIGMAP).known or catalog_inputs_known(state):
         return
@@ -540,11 +549,19 @@ def _document_records(state: CatalogState) -> tuple[RouteRecord, ...]:
     )
 
 
+def sticky_defaults(state: CatalogState) -> HeldDefaults:
+    """The defaults the written catalog holds, which stay while they are published (none without
+    ``Gate.STICKY_DEFAULTS``: the first model of each type then)."""
+    if Gate.STICKY_DEFAULTS not in state.config.gates:
+        return NO_DEFAULTS
+    return held_defaults(state.cluster.catalog)
+
+
 def rendered_catalog(state: CatalogState) -> RenderedCatalog:
     """The catalog ConfigMap's data for ``state``: re-rendered only where entries or records changed
     since the last call (``render_incremental``); ``full_catalog`` is the same, from scratch."""
     d = state.derived
-    held = held_defaults(state.cluster.catalog)
+    held = sticky_defaults(state)
     return render_incremental(d.entries, d.records, _document_records(state), state.config, held=held)
 
 
@@ -552,7 +569,7 @@ def catalog_within(state: CatalogState, limit: int) -> RenderedCatalog | Oversiz
     """``rendered_catalog``, or ``OversizedCatalog`` (its hash only) when its data exceeds ``limit`` bytes
     (``render_within``): what the plan writes, or says it cannot."""
     d = state.derived
-    held = held_defaults(state.cluster.catalog)
+    held = sticky_defaults(state)
     return render_within(d.entries, d.records, _document_records(state), state.config, limit, held=held)
 
 
@@ -562,7 +579,7 @@ def full_catalog(state: CatalogState) -> RenderedCatalog:
         state.derived.entries.values(),
         all_records(state),
         state.config,
-        held=held_defaults(state.cluster.catalog),
+        held=sticky_defaults(state),
     )
 
 
@@ -668,7 +685,7 @@ def _templates(out: _Out) -> None:
             # tick it may go (a change every tick at 10,000 models made it most of each tick's work).
             _wait(out, wait, "templates")
             continue
-        patch = template_patch(template, entries, cfg, held_defaults(state.cluster.catalog).chat)
+        patch = template_patch(template, entries, cfg, sticky_defaults(state).chat)
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
             _settled_emit(out, command, since, windows, "templates")

@@ -16,7 +16,9 @@ from ``Ticked.now``) and ``k`` (the record kind):
     affecting configuration, ``CatalogConfig.as_env()``; checked by
     :func:`config_env` to hold nothing secret) and, optionally, ``sources`` (the
     source kinds the run's planning waited for; absent: the built-in catalog
-    sources, as every run waited for before route sources declared their own).
+    sources, as every run waited for before route sources declared their own)
+    and ``gates`` (the planning rules the run decided with, ``catalog_core.gates``;
+    absent: the ones of its state schema, :data:`GATES_BEFORE_THEY_WERE_RECORDED`).
 ``event``
     ``event``: one event exactly as the core received it (raw objects are the
     redacted plain JSON the adapters produced).
@@ -74,6 +76,7 @@ from catalog_core import commands as cmd
 from catalog_core import events as ev
 from catalog_core import registry
 from catalog_core.config import CatalogConfig, ConfigError
+from catalog_core.gates import ALL_GATES, NO_GATES, Gate
 from catalog_core.jsonval import Json
 from catalog_core.openenum import OpenEnum
 from catalog_core.pmap import PMap
@@ -667,6 +670,9 @@ class Header:
     # the sources the run's planning waited for (``CatalogState.waits_for``); a log written before route
     # sources declared their own kinds does not say, and waited for the built-in ones
     sources: tuple[str, ...] = _WAITED_FOR_BEFORE_SOURCES_WERE_RECORDED
+    # the planning gates the run decided with (``CatalogConfig.gates``), sorted; ``decode_header`` reads
+    # those of its state schema into a header written before gates were recorded
+    gates: tuple[str, ...] = tuple(sorted(gate.value for gate in ALL_GATES))
     format: str = FORMAT
     version: int = FORMAT_VERSION
 
@@ -675,7 +681,18 @@ class Header:
         config = CatalogConfig.from_env({**ABSENT_BEFORE_IT_EXISTED, **self.config})
         if isinstance(config, ConfigError):
             raise LogFormatError(f"header: invalid configuration: {config}")
-        return config
+        return attrs.evolve(config, gates=self.planning_gates())
+
+    def planning_gates(self) -> frozenset[Gate]:
+        """The gates a replay of this log plans with, as the run did; one this version does not know was
+        added by a newer one, whose decisions this version cannot make (refused)."""
+        unknown = sorted(set(self.gates) - set(ALL_GATES))
+        if unknown:
+            raise LogFormatError(
+                f"header: planning gates {', '.join(unknown)} are not known to this version (the log was "
+                f"written by model-catalog {self.service_version}); replay it with that version or newer"
+            )
+        return frozenset(Gate(name) for name in self.gates)
 
     def waits_for(self) -> frozenset[ev.SourceKind]:
         """The sources a replay of this log waits for, as the run did."""
@@ -704,6 +721,44 @@ def _config_fields_before_they_existed() -> dict[str, Any]:
 
 
 _CONFIG_FIELDS_BEFORE_THEY_EXISTED: Final = _config_fields_before_they_existed()
+
+# The gates each state schema's code planned with, for a header written before headers recorded them (a
+# schema not listed is older than every gate). A gate added since is recorded in every header, so this
+# table never grows.
+GATES_BEFORE_THEY_WERE_RECORDED: Final[Mapping[str, frozenset[Gate]]] = {
+    # the bootstrap placeholder
+    "0f6ffb4ccf89a74b": frozenset({Gate.CATALOG_PLACEHOLDER}),
+    # a Secret's key only to its API bases, no ambient credentials, revocation of a last good route's key
+    "4d1f9c755027eb79": frozenset(
+        {Gate.CATALOG_PLACEHOLDER, Gate.SECRET_API_BASES, Gate.AMBIENT_CREDENTIALS, Gate.SECRET_REVOCATION}
+    ),
+    # verified rollouts, sticky runtime names and defaults, owned metadata first: every gate of today
+    "49af2580675a676d": frozenset(
+        {
+            Gate.CATALOG_PLACEHOLDER,
+            Gate.SECRET_API_BASES,
+            Gate.AMBIENT_CREDENTIALS,
+            Gate.SECRET_REVOCATION,
+            Gate.VERIFIED_ROLLOUTS,
+            Gate.STICKY_RUNTIME_NAMES,
+            Gate.STICKY_DEFAULTS,
+            Gate.OWNED_METADATA,
+        }
+    ),
+}
+
+
+def gates_of_state_schema(state_schema: str) -> frozenset[Gate]:
+    """The gates of a log whose header does not record them: those its state schema's code planned with."""
+    return GATES_BEFORE_THEY_WERE_RECORDED.get(state_schema, NO_GATES)
+
+
+def with_gates(state: Any, gates: frozenset[Gate]) -> Any:
+    """A raw snapshot state written before snapshots recorded ``config.gates``, given the header's (the
+    shapes of ``READABLE_OLDER_STATE_SCHEMAS`` do not hold them)."""
+    if isinstance(state, dict) and isinstance(state.get("config"), dict) and "gates" not in state["config"]:
+        return {**state, "config": {**state["config"], "gates": sorted(gate.value for gate in gates)}}
+    return state
 
 
 @attrs.frozen
@@ -757,6 +812,7 @@ def encode_header(header: Header) -> bytes:
             "snapshot_every": header.snapshot_every,
             "config": dict(header.config),
             "sources": list(header.sources),
+            "gates": list(header.gates),
         }
     )
 
@@ -855,8 +911,9 @@ _KEYS: Final = {kind: keys | {"seq", "ts", "k"} for kind, keys in _ENVELOPE.item
 # Every key of a record of each kind, envelope included: a reader's quick check of the common case (a record
 # with other keys, or of an unknown kind, takes check_envelope, which says what is wrong).
 ENVELOPE_KEYS: Final[Mapping[str, frozenset[str]]] = _KEYS
-# Keys a record may leave out: a header written before it said which sources the run waited for.
-_OPTIONAL: Final = {"header": frozenset({"sources"})}
+# Keys a record may leave out: a header written before it said which sources the run waited for, or which
+# gates it planned with.
+_OPTIONAL: Final = {"header": frozenset({"sources", "gates"})}
 
 
 def parse_line(line: bytes) -> dict[str, Any]:
@@ -889,6 +946,12 @@ def decode_header(raw: Mapping[str, Any]) -> Header:
     sources = raw.get("sources", list(_WAITED_FOR_BEFORE_SOURCES_WERE_RECORDED))
     if type(sources) is not list or not all(type(v) is str for v in sources):
         raise LogFormatError("header record: sources must be an array of strings")
+    if "gates" in raw:
+        gates = raw["gates"]
+        if type(gates) is not list or not all(type(v) is str for v in gates):
+            raise LogFormatError("header record: gates must be an array of strings")
+    else:
+        gates = sorted(gate.value for gate in gates_of_state_schema(raw["state_schema"]))
     return Header(
         seq=raw["seq"],
         ts=raw["ts"],
@@ -900,6 +963,7 @@ def decode_header(raw: Mapping[str, Any]) -> Header:
         snapshot_every=_int_field(raw, "snapshot_every", "header"),
         config=config,
         sources=tuple(sources),
+        gates=tuple(gates),
         format=raw["format"],
         version=_int_field(raw, "version", "header"),
     )
@@ -975,7 +1039,8 @@ def config_env(config: CatalogConfig) -> dict[str, str]:
             raise UnsafeConfigError(f"{name} looks like a secret; it cannot go into the event log header")
         if _USERINFO.match(value.strip()):
             raise UnsafeConfigError(f"{name} carries credentials in its URL; the event log would record them")
-    if CatalogConfig.from_env(env) != config:
+    back = CatalogConfig.from_env(env)
+    if not isinstance(back, CatalogConfig) or attrs.evolve(back, gates=config.gates) != config:
         raise UnsafeConfigError("the configuration does not read back from its environment spelling")
     return env
 
@@ -1001,13 +1066,18 @@ def state_schema() -> str:
     """A fingerprint of the shape of ``CatalogState``: every attrs class and enum reachable from it, with
     field names, types and enum values, and the types of the route sources' stored items. A snapshot is read
     only by code with the same fingerprint. Which sources exist is not part of it (``SourceKind`` and
-    ``Source`` are open enums; a new source whose items are of a type already stored changes nothing)."""
+    ``Source`` are open enums; a new source whose items are of a type already stored changes nothing), nor
+    which planning gates exist (the header names those a run planned with)."""
     parts: dict[str, Any] = {}
     todo: list[Any] = [CatalogState, *(s.value_type for s in registry.SPECS if s.value_type is not None)]
     while todo:
         tp = todo.pop()
         name = _type_text(tp)
         if name in parts:
+            continue
+        if tp is Gate:
+            # which gates exist is the header's to say (an older snapshot names fewer, and reads as is)
+            parts[name] = "planning gates"
             continue
         if isinstance(tp, type) and issubclass(tp, Enum):
             parts[name] = sorted(str(m.value) for m in tp)
@@ -1028,16 +1098,12 @@ STATE_SCHEMA: Final = state_schema()
 # Older state shapes whose snapshots this version reads as they are: each differs from the next only by
 # fields added with a default that decides as the code of its day did (a snapshot migration by default).
 READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
-    # KeyChurn.written_at was a float, -inf (written as null) when never written; it is None then now.
-    "f24a6dd9e6fa81af": "before KeyChurn.probing (issue 14's burst probe; absent: False)",
-    # A probed row held once more for a pair (issue 15); absent: None, the probe runs from changed_at.
-    "073b992c862b4c41": "before KeyChurn.probe_until (a pair within the probe; absent: None)",
-    # A local activation's engine is read (absent: "": the logs of that day trimmed spec.engine away, so
-    # their events read the same), and KubeAINotInstalled is a reason no older snapshot holds.
-    "ff6401a43e95b630": "before ModelActivation.engine and the KubeAINotInstalled reason",
-    # The commands in flight may now be a CreateCatalogPlaceholder too; an older snapshot holds none.
-    "6984055bbfa134ec": "before CreateCatalogPlaceholder (a command type added; none in flight then)",
+    # Snapshots now hold the planning gates (config.gates); an older one planned with its header's.
+    "49af2580675a676d": "before CatalogConfig.gates (absent: the header's, with_gates)",
 }
+# Shapes older than 49af2580675a676d are not listed: it added owner uids, consumer marks and held
+# defaults that their snapshots lack and today's parse of the same events holds (their logs verify
+# command by command, tests/eventlog/corpus).
 
 
 def snapshots_readable(state_schema_of_log: str) -> bool:

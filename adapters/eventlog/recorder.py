@@ -317,6 +317,7 @@ class Recorder:
             snapshot_every=settings.snapshot_every,
             config=wire.config_env(config),
             sources=tuple(sorted(kind.value for kind in start.waits_for)),
+            gates=tuple(sorted(gate.value for gate in config.gates)),
         )
         self._sink = _Sink(settings.path, settings.max_files, self._header, opener)
         self._queue: deque[_Item] = deque()

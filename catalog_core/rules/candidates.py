@@ -10,6 +10,7 @@ from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
 from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
@@ -42,7 +43,12 @@ def checked(state: CatalogState, claim: Candidate | None) -> Candidate | None:
             claim.refs,
         )
     api_base = claim.route.api_base
-    if claim.route.api_key is None and api_base is not None and not _ambient_allowed(state, api_base):
+    if (
+        claim.route.api_key is None
+        and api_base is not None
+        and Gate.AMBIENT_CREDENTIALS in state.config.gates
+        and not _ambient_allowed(state, api_base)
+    ):
         # Whatever produced it: a keyless route makes LiteLLM use its own credentials.
         return _with_last_good(
             state,
@@ -92,7 +98,11 @@ def _with_last_good(
         if reason in KEEPS_LAST_GOOD or reason is Reason.PENDING
         else None
     )
-    if route is not None and isinstance(route.api_key, SecretKey):
+    if (
+        route is not None
+        and isinstance(route.api_key, SecretKey)
+        and Gate.SECRET_REVOCATION in state.config.gates
+    ):
         # The last good route is kept only while the Secret its key came from still allows it: deleting,
         # unlabelling or un-annotating a Secret withdraws its key from LiteLLM (the row is deleted).
         key = route.api_key
@@ -120,7 +130,7 @@ def _grant_lost(state: CatalogState, key: SecretKey, api_base: str | None) -> st
         return f"{what} was deleted and created again"
     if secret.service_account_token or not secret.allowed:
         return f"{what} is no longer a model-provider Secret"
-    if api_base is not None and _destination_refused(secret, api_base):
+    if api_base is not None and _destination_checked(state) and _destination_refused(secret, api_base):
         return f"{what} no longer allows its key to be sent to {_origin(api_base)}"
     return None
 
@@ -214,7 +224,7 @@ def _resolve_key(
     if why is not None:
         reason = Reason.ENV_REFERENCE_REJECTED if fp == ENV_REFERENCE else Reason.SECRET_VALUE_INVALID
         return None, reason, f"the value of key {spec.key!r} of {what} {why}", refs
-    if api_base is not None and _destination_refused(secret, api_base):
+    if api_base is not None and _destination_checked(state) and _destination_refused(secret, api_base):
         return None, Reason.SECRET_API_BASE_NOT_ALLOWED, _how_to_send(state, secret, api_base), refs
     key = SecretKey(ns, spec.name, spec.key, secret.uid, secret.resource_version, fp)
     return key, None, "", refs
@@ -223,6 +233,11 @@ def _resolve_key(
 @functools.lru_cache(maxsize=256)
 def _patterns(entries: tuple[str, ...]) -> tuple[DestinationPattern, ...]:
     return tuple(p for p in map(DestinationPattern.parse, entries) if p is not None)
+
+
+def _destination_checked(state: CatalogState) -> bool:
+    """Whether a Secret's key goes only to the API bases it names (``Gate.SECRET_API_BASES``)."""
+    return Gate.SECRET_API_BASES in state.config.gates
 
 
 def _destination_refused(secret: SecretInfo, api_base: str) -> bool:
@@ -303,6 +318,8 @@ def _ambient_guard(
 ) -> tuple[ApiKeyRef | None, str | None]:
     """The key an external route sends so LiteLLM never sends its own credentials to a custom API base the
     cluster admin did not allow (behaviour §1.5), or why the route cannot be published."""
+    if Gate.AMBIENT_CREDENTIALS not in state.config.gates:
+        return api_key, None
     if model.api_base is None or isinstance(api_key, SecretKey) or _ambient_allowed(state, model.api_base):
         # its provider's own API, or an API base the admin allowed (in the Secret, or for LiteLLM's own)
         return api_key, None

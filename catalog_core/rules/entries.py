@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import attrs
 
+from catalog_core.gates import Gate
 from catalog_core.registry import catalog_source
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogEntry, CatalogState, DesiredRoute, RouteRef
@@ -123,12 +124,23 @@ def _metadata_key(view: RouteView) -> tuple[int, int, str, str]:
     )
 
 
+def _order_key(view: RouteView) -> tuple[int, int, str, str]:
+    """``_metadata_key`` without ``Gate.OWNED_METADATA``: owned local rows first, then every other row by
+    order, owned or not."""
+    return (
+        0 if view.owned and view.local else 1,
+        view.order if view.order is not None else _BIG,
+        view.owner,
+        view.id,
+    )
+
+
 def entry_for(state: CatalogState, logical: str) -> CatalogEntry | None:
     views = views_for(state, logical)
     primary = [v for v in views if v.model_name == logical]
     if not primary:
         return None  # aliases alone do not make an entry: requests to litellm/<logical> would fail
-    meta = min(primary, key=_metadata_key)
+    meta = min(primary, key=_metadata_key if Gate.OWNED_METADATA in state.config.gates else _order_key)
     routes = sorted(
         {RouteRef(v.order, v.locality, v.owner) for v in primary},
         key=lambda r: (r.order if r.order is not None else _BIG, r.locality, r.owner),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.reasons import Reason
 from catalog_core.registry import rank, route_id, sticky_names
 from catalog_core.rules.routes import SPEC_HASH_KEY
@@ -81,9 +82,11 @@ def resolve(
 
     runtimes: dict[str, list[Candidate]] = {}  # name -> the runtimes claiming it, with a route or not
     ranked: list[Candidate] = []
+    # Without the gate every source takes names by rank (a tie: the name, then the item, sorting first).
+    sticky = Gate.STICKY_RUNTIME_NAMES in state.config.gates
     for item in items:
         cand = derived.candidates[item]
-        if sticky_names(cand.source):
+        if sticky and sticky_names(cand.source):
             runtimes.setdefault(cand.route.model_name if cand.route else cand.name, []).append(cand)
         elif cand.route is not None:
             ranked.append(cand)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.sources.consumers import ConsumerPod, Workload
 from catalog_core.state import CatalogState
 
@@ -38,10 +39,11 @@ def targets(state: CatalogState) -> list[RolloutTarget]:
     """
     out: dict[tuple[str, str], RolloutTarget] = {}
     births: dict[tuple[str, str], set[str | None]] = {}
+    owner_of = _owner if Gate.VERIFIED_ROLLOUTS in state.config.gates else _owner_by_name
     for pod in state.cluster.pods.values():
         if pod.terminating:
             continue
-        owner = _owner(state, pod)
+        owner = owner_of(state, pod)
         if owner is _EVICT:
             out[("Pod", pod.name)] = RolloutTarget("Pod", pod.name, pod.uid, _birth(state, pod))
         elif isinstance(owner, Workload):
@@ -83,3 +85,19 @@ def _verified(state: CatalogState, kind: str, name: str, uid: str) -> Workload |
     if workload is None or not workload.uid or workload.uid != uid or not workload.consumer:
         return _LEAVE
     return workload
+
+
+_WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+def _owner_by_name(state: CatalogState, pod: ConsumerPod) -> Workload | str:
+    """``_owner`` without ``Gate.VERIFIED_ROLLOUTS``: the workload the pod's owner references name (pod ->
+    ReplicaSet -> Deployment, pod -> StatefulSet or DaemonSet), uids unchecked, whatever the workload."""
+    kind, name = pod.owner_kind, pod.owner_name
+    if kind == "ReplicaSet" and name is not None:
+        rs = state.cluster.replicasets.get(name)
+        kind, name = ("Deployment", rs.deployment) if rs is not None and rs.deployment else (None, None)
+    if kind not in _WORKLOAD_KINDS:
+        return _EVICT
+    workload = state.cluster.workloads.get(f"{kind}/{name}") if name is not None else None
+    return workload if workload is not None else _LEAVE  # its workload is not observed yet

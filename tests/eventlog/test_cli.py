@@ -356,13 +356,14 @@ def test_the_example_log_is_what_its_generator_writes(example_log: Path, tmp_pat
     assert fresh.stat().st_size < 600_000
 
 
-def test_a_log_written_before_the_burst_probe_replays_and_its_snapshots_verify(
+def test_a_log_written_before_gates_and_the_burst_probe_replays_and_its_snapshots_verify(
     example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A run recorded by the version before the burst probe (state schema f24a6dd9e6fa81af): its header
-    has no CATALOG_LITELLM_BURST_PROBE_SECONDS, its snapshots no ``probing`` flag, and a row never
-    written has ``written_at: null`` (the -inf of that day). It replays as that code decided, probe off,
-    and its snapshots are read and compared, not skipped."""
+    """A run recorded before headers and snapshots held the planning gates (state schema
+    49af2580675a676d) and without the burst probe: its header has neither ``gates`` nor
+    CATALOG_LITELLM_BURST_PROBE_SECONDS, its snapshots no ``gates``, no probe setting and no ``probing``
+    flag. It replays with the gates of its schema, probe off, and its snapshots are read and compared,
+    not skipped."""
     from catalog_core.config import CatalogConfig
 
     fresh = tmp_path / "fresh.jsonl"
@@ -371,9 +372,11 @@ def test_a_log_written_before_the_burst_probe_replays_and_its_snapshots_verify(
     for record in _records(fresh):
         if record["k"] == "header":
             del record["config"]["CATALOG_LITELLM_BURST_PROBE_SECONDS"]
-            record["state_schema"] = "f24a6dd9e6fa81af"
+            del record["gates"]
+            record["state_schema"] = "49af2580675a676d"
         elif record["k"] == "snapshot":
             del record["state"]["config"]["litellm_burst_probe_seconds"]
+            del record["state"]["config"]["gates"]
             for churn in record["state"]["damping"]["keys"].values():
                 del churn["probing"]
         older.append(record)
@@ -386,5 +389,6 @@ def test_a_log_written_before_the_burst_probe_replays_and_its_snapshots_verify(
     assert "only commands are compared" not in err
     # An older shape that is not known to read into this one is still refused for snapshots.
     older[0]["state_schema"] = "0000000000000000"
+    older[0]["gates"] = _records(fresh)[0]["gates"]  # a schema not known to have planned with any gate
     code, out, err = _cli(capsys, "replay", str(_write(path, older)), "--verify")
     assert code == 0 and "only commands are compared" in err and "and 0 snapshots" in out

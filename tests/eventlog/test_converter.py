@@ -305,8 +305,8 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # The fingerprint of today's CatalogState, written out: a change of the state's shape (a field, a type, an
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header). The shapes before it that snapshots are
-# still read from are wire.READABLE_OLDER_STATE_SCHEMAS (test_cli: a log written before the burst probe).
-STATE_SCHEMA_OF_THIS_VERSION = "49af2580675a676d"
+# still read from are wire.READABLE_OLDER_STATE_SCHEMAS (test_cli: a log written before gates were recorded).
+STATE_SCHEMA_OF_THIS_VERSION = "b176a7d97998c86a"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:

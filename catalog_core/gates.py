@@ -1,0 +1,48 @@
+"""Planning gates: rules that decide differently, for the same inputs, than the code before them did.
+
+A gate is named here once. The running controller plans with every gate (``ALL_GATES``: nothing turns
+one off, it is not a setting); the event log's header records the gates a run planned with, and
+``model-catalog replay`` plans a log with exactly those (``CatalogConfig.gates``, read from the header),
+so a log recorded before a rule existed replays as it ran (docs/event-log.md, "Replay compatibility").
+
+A change to planning that would make a recorded log replay differently is a new gate: a member below,
+checked where the rule decides (``Gate.X in state.config.gates``), with the old decision kept beside it.
+What an object is (a parser refusing a name or a value) is not a gate: it is decided before planning,
+from the object alone.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Gate(StrEnum):
+    # A missing catalog ConfigMap is created as the bootstrap placeholder (READY false) while no catalog
+    # can be written yet (behaviour §5.1).
+    CATALOG_PLACEHOLDER = "catalog-placeholder"
+    # A provider Secret's key goes only to its provider's own API and the API bases its annotation names
+    # (SecretApiBaseNotAllowed, behaviour §1.5).
+    SECRET_API_BASES = "secret-api-bases"
+    # A route to a custom API base never relies on LiteLLM's own credentials: a keyless OpenAI-compatible
+    # one sends the key "none", any other is refused (AmbientCredentialRejected, behaviour §1.5).
+    AMBIENT_CREDENTIALS = "ambient-credentials"
+    # A last good route keeps its Secret's key only while the Secret still allows it: losing that right
+    # withdraws the route at once, past write damping (behaviour §8).
+    SECRET_REVOCATION = "secret-revocation"
+    # Consumers roll only through an ownership chain verified by uid to a workload that is a consumer
+    # itself; other pods are left alone (behaviour §9.2).
+    VERIFIED_ROLLOUTS = "verified-rollouts"
+    # Among runtimes, the one its ModelActivation owns wins a model name, else the one holding it keeps it
+    # (NameHeld, NameContested, behaviour §3).
+    STICKY_RUNTIME_NAMES = "sticky-runtime-names"
+    # With auto (or a configured model that is not published), the default the written catalog holds stays
+    # while it is published (behaviour §5.1).
+    STICKY_DEFAULTS = "sticky-defaults"
+    # A catalog entry's metadata comes from the routes it owns before any LiteLLM row it does not own
+    # (behaviour §6).
+    OWNED_METADATA = "owned-metadata"
+
+
+ALL_GATES: Final = frozenset(Gate)
+NO_GATES: Final[frozenset[Gate]] = frozenset()
