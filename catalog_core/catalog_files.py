@@ -168,7 +168,7 @@ def labels(pairs: Mapping[str, str]) -> Labels:
     return tuple(sorted(pairs.items()))
 
 
-# The apps of behaviour §9 that read the catalog at start, by their labels (contracts A.6, A.8).
+# The apps of behaviour §9 that read the catalog at start, by the labels their manifests give their pods.
 ANYTHING_LLM = labels({"app": "anything-llm"})
 HERMES = labels({"app.kubernetes.io/instance": "hermes", "app.kubernetes.io/name": "hermes-agent"})
 OPENCLAW = labels({"app.kubernetes.io/instance": "openclaw", "app.kubernetes.io/name": "openclaw"})
