@@ -21,11 +21,11 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from catalog_core.catalog_files import HASH_KEY
 from catalog_core.conditions import CONSEQUENCE, ConditionType
+from catalog_core.sources.catalog_configmap import READY_KEY
 from contracts.controller_status import ReportedCondition, ReportUnreadableError, decode
 
-HASH_KEY = "AI_APPLIANCE_MODEL_CATALOG_HASH"
-READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
 LAST_SYNC_ANNOTATION = "ai-appliance.io/last-sync"  # set by the catalog writer on every write
 FAILING_STATES = frozenset({"error", "conflict"})
 

@@ -125,6 +125,10 @@ class Run:
         """The sort key of the first member (the run must not be empty)."""
         return self._keys[0]
 
+    def first_from(self, key: Any) -> Any:
+        """The first member's sort key that is not below ``key`` (there must be one)."""
+        return self._keys[bisect_left(self._keys, key)]
+
     def put(self, key: Any, fragment: Fragment, name: str = "") -> None:
         """Insert the member with sort key ``key``, or replace the one that has it."""
         i = bisect_left(self._keys, key)

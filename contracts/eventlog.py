@@ -1097,13 +1097,11 @@ STATE_SCHEMA: Final = state_schema()
 
 # Older state shapes whose snapshots this version reads as they are: each differs from the next only by
 # fields added with a default that decides as the code of its day did (a snapshot migration by default).
-READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
-    # Snapshots now hold the planning gates (config.gates); an older one planned with its header's.
-    "49af2580675a676d": "before CatalogConfig.gates (absent: the header's, with_gates)",
-}
-# Shapes older than 49af2580675a676d are not listed: it added owner uids, consumer marks and held
-# defaults that their snapshots lack and today's parse of the same events holds (their logs verify
-# command by command, tests/eventlog/corpus).
+READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {}
+# No older shape is listed: bfed55144b4b38cb holds an external model's optional LiteLLM parameters as
+# ExternalModel.params, which older snapshots spell as fields of their own, and 49af2580675a676d added owner
+# uids, consumer marks and held defaults that snapshots before it lack. Their logs verify command by
+# command (tests/eventlog/corpus).
 
 
 def snapshots_readable(state_schema_of_log: str) -> bool:

@@ -10,6 +10,7 @@ from catalog_core.commands import ApiKeyRef, InlineKeyRef, SecretKey
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from catalog_core.evolve import evolve
+from catalog_core.external_fields import CUSTOM_LLM_PROVIDER
 from catalog_core.gates import Gate
 from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
@@ -301,8 +302,9 @@ KEY_ONLY_PROVIDERS: frozenset[str] = frozenset(
 def route_provider(model: ExternalModel) -> str | None:
     """The LiteLLM provider ``model`` names: ``customLlmProvider``, else the prefix of its model. As
     written: LiteLLM compares provider names as they are, so ``OpenAI`` is not ``openai`` to it either."""
-    if model.custom_llm_provider:
-        return model.custom_llm_provider.strip()
+    provider = model.param(CUSTOM_LLM_PROVIDER.param)
+    if isinstance(provider, str) and provider:
+        return provider.strip()
     prefix, slash, _ = model.litellm_model.partition("/")
     return prefix.strip() if slash else None
 

@@ -9,12 +9,15 @@ from catalog_core.commands import (
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
 )
+from catalog_core.external_fields import PARAMS
 from catalog_core.rules.routes import SET_KEYS_KEY
-from catalog_core.sources.litellm_row import LiteLLMRow
+from catalog_core.sources.litellm_row import PARAM_KEYS, LiteLLMRow
 from catalog_core.state import CatalogState, DesiredRoute
 
 # For rows written before ai_appliance_set_keys existed: keys LiteLLM never fills in by itself.
-_STICKY_PARAMS = ("api_base", "api_version", "custom_llm_provider", "tpm", "rpm", "order")
+_STICKY_PARAMS = ("api_base", *PARAMS, "order")
+# Compared on every read: what LiteLLM returns as written (a parameter it does not return cannot be).
+_COMPARED_PARAMS = frozenset(PARAM_KEYS)
 _STICKY_INFO = ("features", "ai_appliance_scheduler")
 
 
@@ -24,7 +27,8 @@ def row_matches(route: DesiredRoute, row: LiteLLMRow) -> bool:
         return False
     params, info = row.litellm_params.value(), row.model_info.value()
     want_params, want_info = route.litellm_params.value(), route.model_info.value()
-    return all(params.get(k) == v for k, v in want_params.items()) and all(
+    compared = _COMPARED_PARAMS
+    return all(params.get(k) == v for k, v in want_params.items() if k in compared) and all(
         info.get(k) == v for k, v in want_info.items()
     )
 

@@ -1,5 +1,5 @@
-"""The generated ConfigMap/ai-model-catalog: the keys apps read (behaviour §5.1) plus routes.json
-(behaviour §7)."""
+"""The generated ConfigMap/ai-model-catalog: every file ``catalog_core/catalog_files.py`` declares (the keys
+apps read, behaviour §5.1, and routes.json, behaviour §7), kept rendered as the state changes."""
 
 from __future__ import annotations
 
@@ -10,32 +10,28 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
+from catalog_core.catalog_files import (
+    FILES,
+    ROUTE_RECORDS,
+    CatalogFile,
+    Format,
+    Models,
+    Published,
+)
 from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import Fragment, Run, canonical_join, pretty, short_hash
 from catalog_core.pmap import PMap, empty
-from catalog_core.rules.limits import openclaw_compaction, opencode_limits, paperclip_limits
+from catalog_core.rules.limits import openclaw_compaction
 from catalog_core.sources.catalog_configmap import (
     CONFIGMAP_DATA_LIMIT,
-    DEFAULT_CHAT_KEY,
-    DEFAULT_EMBEDDING_KEY,
     NO_DEFAULTS,
-    READY_KEY,
     HeldDefaults,
     configmap_data_size,
     data_fingerprint,
 )
 from catalog_core.state import CatalogEntry, RouteRecord
-from catalog_core.urls import published_url
 from catalog_core.values import ModelType
 
-# Key names are literal (behaviour §5.1): consumers read them by name, e.g. AnythingLLM's Deployment has a
-# configMapKeyRef to AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL. Only READY and HASH carry MODEL_CATALOG_.
-# (READY_KEY and the default models' keys are read back from the written catalog: declared with it.)
-HASH_KEY = "AI_APPLIANCE_MODEL_CATALOG_HASH"
-DEFAULT_OPENCODE_KEY = "AI_APPLIANCE_DEFAULT_OPENCODE_MODEL"
-MODEL_COUNT_KEY = "AI_APPLIANCE_MODEL_COUNT"
-CHAT_COUNT_KEY = "AI_APPLIANCE_CHAT_MODEL_COUNT"
-EMBEDDING_COUNT_KEY = "AI_APPLIANCE_EMBEDDING_MODEL_COUNT"
 BOOTSTRAP_HASH = "bootstrap"
 
 
@@ -49,28 +45,6 @@ class RenderedCatalog:
         return dict(self.data)
 
 
-def entry_json(entry: CatalogEntry) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": entry.id,
-        "name": entry.name,
-        "type": entry.model_type.value,
-        "provider": "litellm",
-        "modelRef": f"litellm/{entry.id}",
-        "source": entry.source,
-        "managed": entry.managed,
-        # LiteLLM's row keeps the URL as given (the provider may need it); apps never see its credentials
-        "litellm": {"model": entry.litellm_model, "apiBase": published_url(entry.api_base)},
-        "routes": [{"order": r.order, "locality": r.locality, "owner": r.owner} for r in entry.routes],
-    }
-    if entry.context_window is not None:
-        out["contextWindow"] = entry.context_window
-    if entry.max_output_tokens is not None:
-        out["maxOutputTokens"] = entry.max_output_tokens
-    if entry.aliases:
-        out["aliases"] = list(entry.aliases)
-    return out
-
-
 T = TypeVar("T")
 P = TypeVar("P")
 
@@ -78,11 +52,10 @@ P = TypeVar("P")
 class PerObject(Generic[T, P]):
     """Memo of what is derived from one frozen value (an entry, a record) under one configuration.
 
-    Performance (issue 7): a render used to encode every model again, ~1 s at 10,000 models with
-    ``json.dumps(indent=2)``; now each entry's parts are rendered once, when the entry object first
-    appears, and every later render splices their text. Keyed by identity (the state keeps an unchanged
-    entry as the same object), dropped when the object is; so it holds what the live state holds and
-    never changes a result.
+    Performance: each entry's parts are rendered once, when the entry object first appears, and every
+    later render splices their text (encoding every model again cost ~1 s at 10,000 models). Keyed by
+    identity (the state keeps an unchanged entry as the same object), dropped when the object is; so it
+    holds what the live state holds and never changes a result.
     """
 
     def __init__(self, build: Callable[[T, CatalogConfig], P]) -> None:
@@ -106,35 +79,44 @@ class PerObject(Generic[T, P]):
         return value
 
 
-class _EntryParts:
-    """One entry's pieces of every file it appears in, rendered once."""
+# --- the layout the declarations give ---------------------------------------------------------------
+# One run per listing file, in FILES order. A model's fragments are built once per distinct fragment
+# function (files declaring the same one share its text), only those its type needs.
 
-    __slots__ = ("adapter", "hermes", "model", "openclaw", "opencode", "paperclip")
+_LISTING: tuple[CatalogFile, ...] = tuple(f for f in FILES if f.members is not None)
+_MODEL_FILES: tuple[tuple[int, Models], ...] = tuple(
+    (n, f.members) for n, f in enumerate(_LISTING) if isinstance(f.members, Models)
+)
+_RECORDS_RUN: int = next(n for n, f in enumerate(_LISTING) if f.members is ROUTE_RECORDS)
+_HASHED_RUN: int = next(n for n, m in _MODEL_FILES if m.hashed)
+# Not the YAML files': they write a character beyond the BMP as itself, 4 bytes instead of 12.
+_BOUNDED_RUNS: tuple[int, ...] = tuple(n for n, f in enumerate(_LISTING) if f.format is not Format.YAML)
+_FRAGMENTS: tuple[Callable[[Any, CatalogConfig], Any], ...] = tuple(
+    dict.fromkeys(m.fragment for _, m in _MODEL_FILES)
+)
+_HASHED_FRAGMENTS = frozenset(m.fragment for _, m in _MODEL_FILES if m.hashed)
+# Per model type: (run, fragment slot, keyed, sorted by type first) of every file that lists it ...
+_TARGETS: dict[ModelType, tuple[tuple[int, int, bool, bool], ...]] = {
+    t: tuple(
+        (n, _FRAGMENTS.index(m.fragment), m.keyed, len(m.types) > 1) for n, m in _MODEL_FILES if t in m.types
+    )
+    for t in ModelType
+}
+# ... and the fragment slots to build for it.
+_SLOTS: dict[ModelType, frozenset[int]] = {t: frozenset(s for _, s, _, _ in _TARGETS[t]) for t in ModelType}
+_FORMATS: dict[str, Format] = {f.key: f.format for f in FILES}
 
-    def __init__(self, e: CatalogEntry, config: CatalogConfig) -> None:
-        self.model = Fragment(entry_json(e), hashed=True)
-        if e.model_type is not ModelType.CHAT:
-            return
-        ctx = {"contextWindow": e.context_window} if e.context_window else {}
-        self.openclaw = Fragment({"id": e.id, "name": e.name} | ctx)
-        self.hermes = Fragment(
-            {"name": e.name} | ({"context_length": e.context_window} if e.context_window else {})
-        )
-        self.opencode = Fragment(_provider_model(e, opencode_limits, config))
-        self.paperclip = Fragment(_provider_model(e, paperclip_limits, config))
-        self.adapter = Fragment({"id": f"litellm/{e.id}", "label": e.name})
+
+def _model_fragments(e: CatalogEntry, config: CatalogConfig) -> tuple[Fragment | None, ...]:
+    """One model's fragment of every file it appears in, rendered once (None where its type is not listed)."""
+    slots = _SLOTS[e.model_type]
+    return tuple(
+        Fragment(fragment(e, config), hashed=fragment in _HASHED_FRAGMENTS) if n in slots else None
+        for n, fragment in enumerate(_FRAGMENTS)
+    )
 
 
-def _provider_model(e: CatalogEntry, limits: Any, config: CatalogConfig) -> dict[str, Any]:
-    return {
-        "name": e.name,
-        "limit": dict(
-            zip(("context", "output"), limits(e.context_window, e.max_output_tokens, config), strict=True)
-        ),
-    }
-
-
-_ENTRY_PARTS: PerObject[CatalogEntry, _EntryParts] = PerObject(_EntryParts)
+_MODEL_FRAGMENTS: PerObject[CatalogEntry, tuple[Fragment | None, ...]] = PerObject(_model_fragments)
 _RECORD_JSON: PerObject[RouteRecord, Fragment] = PerObject(lambda r, _: Fragment(r.as_json()))
 
 
@@ -151,27 +133,27 @@ def pick_default(wanted: str, ids: list[str], held: str = "") -> str:
 
 
 class CatalogParts:
-    """The catalog's per-model and per-record parts, each file's list kept in its published order.
+    """The catalog's per-model and per-record parts: one ``Run`` per file that lists them, kept in that
+    file's published order.
 
     ``put_entry``/``remove_entry`` and ``put_record``/``remove_record`` cost what one member costs
     (a bisection and C-level list inserts), so a catalog kept up to date costs per change what the
-    change touches; ``render`` then joins cached texts (issue 15).
+    change touches; ``render`` then joins cached texts.
     """
 
     def __init__(self, config: CatalogConfig, held: HeldDefaults = NO_DEFAULTS) -> None:
         self.config = config
         self.held = held  # the defaults the written catalog holds
-        self.models = Run()  # every entry, by (type, id)
-        self.chat = Run()  # chat entries by id, for chat-models.json
-        self.embedding = Run()
-        self.openclaw = Run()
-        self.hermes = Run(is_object=True)
-        self.opencode = Run(is_object=True)
-        self.paperclip = Run(is_object=True)
-        self.adapter = Run()
-        self.routes = Run()
-        self.chat_entries: dict[str, CatalogEntry] = {}
-        self.embedding_ids: set[str] = set()
+        self.runs: tuple[Run, ...] = tuple(
+            Run(is_object=isinstance(f.members, Models) and f.members.keyed) for f in _LISTING
+        )
+        self._targets = {
+            t: tuple((self.runs[n], slot, keyed, by_type) for n, slot, keyed, by_type in targets)
+            for t, targets in _TARGETS.items()
+        }
+        self._hashed = self.runs[_HASHED_RUN]  # every model, by (type, id)
+        self._records = self.runs[_RECORDS_RUN]
+        self.by_type: dict[ModelType, dict[str, CatalogEntry]] = {t: {} for t in ModelType}
 
     @classmethod
     def of(
@@ -191,53 +173,54 @@ class CatalogParts:
 
     def put_entry(self, e: CatalogEntry) -> None:
         """Add an entry (one with its type and id must not be held: ``remove_entry`` it first)."""
-        p = _ENTRY_PARTS.get(e, self.config)
-        self.models.put((e.model_type.value, e.id), p.model)
-        if e.model_type is ModelType.EMBEDDING:
-            self.embedding.put(e.id, p.model)
-            self.embedding_ids.add(e.id)
-        if e.model_type is not ModelType.CHAT:
-            return
-        self.chat_entries[e.id] = e
-        self.chat.put(e.id, p.model)
-        self.openclaw.put(e.id, p.openclaw)
-        self.hermes.put(e.id, p.hermes, e.id)
-        self.opencode.put(e.id, p.opencode, e.id)
-        self.paperclip.put(e.id, p.paperclip, e.id)
-        self.adapter.put(e.id, p.adapter)
+        fragments = _MODEL_FRAGMENTS.get(e, self.config)
+        model_id = e.id
+        for run, slot, keyed, by_type in self._targets[e.model_type]:
+            fragment = fragments[slot]
+            assert fragment is not None
+            run.put(
+                (e.model_type.value, model_id) if by_type else model_id, fragment, model_id if keyed else ""
+            )
+        self.by_type[e.model_type][model_id] = e
 
     def remove_entry(self, e: CatalogEntry) -> None:
-        self.models.remove((e.model_type.value, e.id))
-        if e.model_type is ModelType.EMBEDDING:
-            self.embedding.remove(e.id)
-            self.embedding_ids.discard(e.id)
-        if e.model_type is not ModelType.CHAT:
-            return
-        del self.chat_entries[e.id]
-        for run in (self.chat, self.openclaw, self.hermes, self.opencode, self.paperclip, self.adapter):
-            run.remove(e.id)
+        model_id = e.id
+        for run, _, _, by_type in self._targets[e.model_type]:
+            run.remove((e.model_type.value, model_id) if by_type else model_id)
+        del self.by_type[e.model_type][model_id]
 
     def put_record(self, key: tuple[Any, ...], r: RouteRecord) -> None:
         """``key`` sorts records as routes.json lists them: it starts with (source, name)."""
-        self.routes.put(key, _RECORD_JSON.get(r, self.config))
+        self._records.put(key, _RECORD_JSON.get(r, self.config))
 
     def remove_record(self, key: tuple[Any, ...]) -> None:
-        self.routes.remove(key)
+        self._records.remove(key)
 
     def _defaults(self) -> tuple[str, str, Any]:
         """The default chat model, the default embedding model and OpenClaw's compaction settings."""
         config = self.config
         held = self.held
-        default_chat = _pick(config.default_chat_model, held.chat, self.chat_entries, self.chat)
+        chat = self.by_type[ModelType.CHAT]
+        default_chat = _pick(config.default_chat_model, held.chat, chat, self._first(ModelType.CHAT))
         default_embedding = _pick(
-            config.default_embedding_model, held.embedding, self.embedding_ids, self.embedding
+            config.default_embedding_model,
+            held.embedding,
+            self.by_type[ModelType.EMBEDDING],
+            self._first(ModelType.EMBEDDING),
         )
-        default_entry = self.chat_entries.get(default_chat)
+        default_entry = chat.get(default_chat)
         return (
             default_chat,
             default_embedding,
             openclaw_compaction(default_entry.context_window if default_entry else None),
         )
+
+    def _first(self, model_type: ModelType) -> str:
+        """The first id of a type, in id order ('' if none), from the hashed run (sorted by type, id)."""
+        if not self.by_type[model_type]:
+            return ""
+        key = self._hashed.first_from((model_type.value,))
+        return str(key[1])
 
     def catalog_hash(self) -> str:
         """The catalog's hash (``AI_APPLIANCE_MODEL_CATALOG_HASH``): of the models and the defaults."""
@@ -246,7 +229,7 @@ class CatalogParts:
         return short_hash(
             canonical_join(
                 {
-                    "models": self.models,
+                    "models": self._hashed,
                     "defaultChatModel": default_chat,
                     "defaultEmbeddingModel": default_embedding,
                     "opencodeDefaultContextTokens": config.opencode_default_context_tokens,
@@ -261,108 +244,30 @@ class CatalogParts:
 
     def data_size_at_least(self) -> int:
         """A lower bound of the rendered data's size in bytes, known without rendering: every run is in
-        at least one file, and its text is ASCII (``pretty`` escapes the rest). Not hermes.yaml's: it
-        writes a character beyond the BMP as itself (``yaml_readable``), 4 bytes instead of 12."""
-        runs = (
-            self.models,
-            self.chat,
-            self.embedding,
-            self.openclaw,
-            self.opencode,
-            self.paperclip,
-            self.adapter,
-            self.routes,
-        )
-        return sum(run.length_at_least() for run in runs)
+        its file, and a JSON file's text is ASCII (``pretty`` escapes the rest)."""
+        runs = self.runs
+        return sum(runs[n].length_at_least() for n in _BOUNDED_RUNS)
 
     def files(self, *, placeholder: bool = False) -> tuple[dict[str, Any], str]:
-        """Every data key's value (the large ones as values holding ``Run``s, not rendered yet), and the
-        catalog hash."""
-        config = self.config
+        """Every data key's value (the listing ones as values holding ``Run``s, not rendered yet), and
+        the catalog hash."""
         default_chat, default_embedding, compaction = self._defaults()
         catalog_hash = BOOTSTRAP_HASH if placeholder else self.catalog_hash()
-        ready = "false" if placeholder else "true"
-        opencode_model = f"litellm/{default_chat}" if default_chat else ""
-        base = config.litellm_api_base
-
-        def provider(models: Run) -> dict[str, Any]:
-            return {
-                "litellm": {
-                    "npm": "@ai-sdk/openai-compatible",
-                    "name": "LiteLLM",
-                    "options": {"baseURL": base, "apiKey": "{env:OPENAI_API_KEY}"},
-                    "models": models,
-                }
-            }
-
-        documents: dict[str, Any] = {
-            "catalog.json": {
-                "hash": catalog_hash,
-                "models": self.models,
-                "defaultChatModel": default_chat,
-                "defaultEmbeddingModel": default_embedding,
-            },
-            "chat-models.json": {"models": self.chat, "defaultModel": default_chat},
-            "embedding-models.json": {"models": self.embedding, "defaultModel": default_embedding},
-            "openclaw.json": {
-                "models": {
-                    "providers": {
-                        "litellm": {
-                            "baseUrl": base,
-                            "apiKey": "${LITELLM_API_KEY}",
-                            "api": "openai-completions",
-                            "models": self.openclaw,
-                        }
-                    }
-                },
-                "agents": {"defaults": {"compaction": compaction, "model": {"primary": opencode_model}}},
-                "tools": {"profile": config.openclaw_tools_profile},
-            },
-            HERMES_KEY: {
-                "model": {
-                    "default": default_chat,
-                    "provider": "litellm",
-                    "base_url": base,
-                    "api_mode": "chat_completions",
-                },
-                "providers": {
-                    "litellm": {
-                        "name": "LiteLLM",
-                        "base_url": base,
-                        "key_env": "OPENAI_API_KEY",
-                        "api_mode": "chat_completions",
-                        "default_model": default_chat,
-                        "discover_models": False,
-                        "models": self.hermes,
-                    }
-                },
-            },
-            "opencode-providers.json": provider(self.opencode),
-            "paperclip-opencode-providers.json": provider(self.paperclip),
-            "paperclip-adapter-models.json": {"opencode_local": self.adapter},
-            "routes.json": self.routes,
-        }
-        scalars = {
-            "defaults.env": "".join(
-                f"{k}={v}\n"
-                for k, v in (
-                    (READY_KEY, ready),
-                    (HASH_KEY, catalog_hash),
-                    (DEFAULT_CHAT_KEY, default_chat),
-                    (DEFAULT_OPENCODE_KEY, opencode_model),
-                    (DEFAULT_EMBEDDING_KEY, default_embedding),
-                    (MODEL_COUNT_KEY, len(self.models)),
-                    (CHAT_COUNT_KEY, len(self.chat)),
-                    (EMBEDDING_COUNT_KEY, len(self.embedding)),
-                )
-            ),
-            READY_KEY: ready,
-            HASH_KEY: catalog_hash,
-            DEFAULT_CHAT_KEY: default_chat,
-            DEFAULT_OPENCODE_KEY: opencode_model,
-            DEFAULT_EMBEDDING_KEY: default_embedding,
-        }
-        return {**documents, **{k: _Text(v) for k, v in scalars.items()}}, catalog_hash
+        published = Published(
+            self.config,
+            ready=not placeholder,
+            catalog_hash=catalog_hash,
+            default_chat=default_chat,
+            default_embedding=default_embedding,
+            compaction=compaction,
+            counts={t: len(ids) for t, ids in self.by_type.items()},
+        )
+        runs = iter(self.runs)
+        out: dict[str, Any] = {}
+        for f in FILES:
+            value = f.document(next(runs) if f.members is not None else None, published)
+            out[f.key] = _Text(value) if f.format is Format.TEXT else value
+        return out, catalog_hash
 
     def render(self, *, placeholder: bool = False) -> RenderedCatalog:
         """The data and its fingerprint: per change, no pass over every model in Python (each file is
@@ -372,7 +277,6 @@ class CatalogParts:
         return RenderedCatalog(pairs, catalog_hash, data_fingerprint(dict(pairs)))
 
 
-HERMES_KEY = "hermes.yaml"
 # A character beyond the BMP escaped as JSON escapes it: a surrogate pair, "\ud83d\ude00" (after an even
 # number of backslashes: "\\ud83d" is an escaped backslash followed by text).
 _SURROGATE_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
@@ -395,7 +299,7 @@ def _file_text(key: str, value: Any) -> str:
     if type(value) is _Text:
         return value.text
     text = pretty(value)
-    return yaml_readable(text) if key == HERMES_KEY else text
+    return yaml_readable(text) if _FORMATS[key] is Format.YAML else text
 
 
 class _Text:
@@ -407,13 +311,13 @@ class _Text:
         self.text = text
 
 
-def _pick(wanted: str, held: str, ids: Container[str], run: Run) -> str:
-    """``pick_default`` over a run's members, without listing them."""
+def _pick(wanted: str, held: str, ids: Container[str], first: str) -> str:
+    """``pick_default`` over ids whose first (in id order) is ``first``, without listing them."""
     if wanted in ids:
         return wanted
     if held and held in ids:
         return held
-    return str(run.first()) if len(run) else ""
+    return first
 
 
 def render_catalog(
@@ -424,7 +328,7 @@ def render_catalog(
     placeholder: bool = False,
     held: HeldDefaults = NO_DEFAULTS,
 ) -> RenderedCatalog:
-    """Every data key of behaviour §5.1 plus routes.json, from scratch. ``placeholder``: the bootstrap
+    """Every declared data key (behaviour §5.1 plus routes.json), from scratch. ``placeholder``: the bootstrap
     form (READY false, hash ``bootstrap``) that deploy/ ships so consumers can start before the first
     catalog (behaviour §5.2).
 

@@ -169,15 +169,9 @@ def external_route(
     model: ExternalModel, item: str, origin: Origin, api_key: ApiKeyRef | None
 ) -> DesiredRoute:
     params: dict[str, Any] = {"model": model.litellm_model}
-    for key, value in (
-        ("api_base", model.api_base),
-        ("api_version", model.api_version),
-        ("custom_llm_provider", model.custom_llm_provider),
-        ("tpm", model.tpm),
-        ("rpm", model.rpm),
-    ):
-        if value is not None:
-            params[key] = value
+    if model.api_base is not None:
+        params["api_base"] = model.api_base
+    params.update(model.params)  # the declared optional fields (external_fields.FIELDS)
     return _finish(
         origin=origin,
         item=item,

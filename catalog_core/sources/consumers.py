@@ -8,25 +8,24 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
+from catalog_core.catalog_files import CONSUMER_LABELS
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, CONSUMER_MARK
 
 ROLLABLE_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
 
 
 def is_consumer(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
-    """behaviour §9: the consumer mark, or one of the known apps."""
+    """behaviour §9: the consumer mark, or every label of an app that reads one of the catalog's files
+    (``catalog_files.CONSUMER_LABELS``)."""
     if labels.get(CONSUMER_MARK) == "true" or annotations.get(CONSUMER_MARK) == "true":
         return True
-    if labels.get("app") == "anything-llm":
-        return True
-    instance = labels.get("app.kubernetes.io/instance")
-    name = labels.get("app.kubernetes.io/name")
-    component = labels.get("app.kubernetes.io/component")
-    return (
-        (instance == "hermes" and name == "hermes-agent")
-        or (instance == "openclaw" and name == "openclaw")
-        or (instance == "paperclip" and component == "server")
-    )
+    for app in CONSUMER_LABELS:
+        for key, value in app:
+            if labels.get(key) != value:
+                break
+        else:
+            return True
+    return False
 
 
 @attrs.frozen

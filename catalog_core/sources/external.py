@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
-from catalog_core.evolve import evolve
+from catalog_core.external_fields import FIELDS, Value
 from catalog_core.reasons import Reason
 from catalog_core.redact import (
     INLINE_KEY_FIELDS,
@@ -68,14 +68,17 @@ class ExternalModel:
     litellm_model: str
     api_base: str | None
     api_key: ApiKeySpec
-    api_version: str | None = None
-    custom_llm_provider: str | None = None
-    tpm: int | None = None
-    rpm: int | None = None
+    # the declared optional fields present (external_fields.FIELDS), as (LiteLLM parameter, value), in
+    # declaration order
+    params: tuple[tuple[str, str | int], ...] = ()
     model_type: ModelType = ModelType.CHAT
     context_window: int | None = None
     max_output_tokens: int | None = None
     warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
+
+    def param(self, name: str) -> str | int | None:
+        """The value of the declared field that becomes LiteLLM parameter ``name``, or None."""
+        return dict(self.params).get(name)
 
 
 @attrs.frozen
@@ -96,23 +99,39 @@ def _first(item: Mapping[str, Any], *paths: tuple[str, ...]) -> tuple[str, Any]:
     return ".".join(paths[0]), None
 
 
-def parse_definition(
-    item: Any, name: str | None, *, inline_keys_allowed: bool, namespace: str, model_type_hint: Any = None
-) -> ExternalItem:
-    """Read one definition. ``name`` overrides the item's own name (ModelActivations use metadata.name)."""
+def _own_name(item: Any) -> str | Problem:
+    """The name a definition gives itself, or why it gives none that can be shown or published."""
     if not isinstance(item, Mapping):
-        return ExternalItem(
-            name or "?", None, Problem(Reason.INVALID_FIELD, "a model definition must be an object")
-        )
+        return Problem(Reason.INVALID_FIELD, "a model definition must be an object")
+    raw_name = item.get("name")
+    if not isinstance(raw_name, str) or not raw_name.strip():
+        return Problem(Reason.MISSING_FIELD, "name is required")
+    name = raw_name.strip()
+    why = name_problem(name)
+    if why is not None:
+        return Problem(Reason.INVALID_FIELD, f"name {why}")
+    return name
+
+
+def parse_definition(
+    item: Any,
+    name: str | None,
+    *,
+    inline_keys_allowed: bool,
+    namespace: str,
+    position: str = "",
+    model_type_hint: Any = None,
+) -> ExternalItem:
+    """Read one definition. ``name`` overrides the item's own name (ModelActivations use metadata.name);
+    without it, a definition that names itself unusably is reported under ``position`` (its place in
+    the document), which only records show: it has no model, so nothing is published under it."""
     if name is None:
-        raw_name = item.get("name")
-        if not isinstance(raw_name, str) or not raw_name.strip():
-            return ExternalItem("?", None, Problem(Reason.MISSING_FIELD, "name is required"))
-        name = raw_name.strip()
-        why = name_problem(name)
-        if why is not None:
-            # Reported under its position: the name itself cannot be shown or published as it is.
-            return ExternalItem("?", None, Problem(Reason.INVALID_FIELD, f"name {why}"))
+        own = _own_name(item)
+        if isinstance(own, Problem):
+            return ExternalItem(position, None, own)
+        name = own
+    elif not isinstance(item, Mapping):
+        return ExternalItem(name, None, Problem(Reason.INVALID_FIELD, "a model definition must be an object"))
     problems: list[tuple[Reason, str]] = []
     if is_env_reference(name):
         problems.append((Reason.ENV_REFERENCE_REJECTED, f"name {_ENV_WHY}"))
@@ -158,22 +177,14 @@ def parse_definition(
             )
         )
     api_key = _api_key(item, namespace, inline_keys_allowed, problems)
-    api_version = text(
-        ("apiVersion",),
-        ("api_version",),
-        ("litellm", "apiVersion"),
-        ("litellm", "api_version"),
-        required=False,
-    )
-    provider = text(
-        ("customLlmProvider",),
-        ("custom_llm_provider",),
-        ("litellm", "customLlmProvider"),
-        ("litellm", "custom_llm_provider"),
-        required=False,
-    )
-    tpm = number(MAX_RATE, ("tpm",), ("litellm", "tpm"))
-    rpm = number(MAX_RATE, ("rpm",), ("litellm", "rpm"))
+    params: list[tuple[str, str | int]] = []
+    for declared in FIELDS:
+        if declared.value is Value.TEXT:
+            value: str | int | None = text(*declared.spellings, required=False)
+        else:
+            value = number(MAX_RATE, *declared.spellings)
+        if value is not None:
+            params.append((declared.param, value))
     type_field, type_value = _first(item, ("type",), ("modelType",))
     if type_value is None and model_type_hint is not None:
         type_field, type_value = "spec.modelType", model_type_hint
@@ -203,10 +214,7 @@ def parse_definition(
             litellm_model=litellm_model,
             api_base=api_base,
             api_key=api_key,
-            api_version=api_version,
-            custom_llm_provider=provider,
-            tpm=tpm,
-            rpm=rpm,
+            params=tuple(params),
             model_type=model_type or ModelType.CHAT,
             context_window=context,
             max_output_tokens=max_output,
@@ -292,15 +300,19 @@ class ExternalModelsDocument:
         if not isinstance(doc, list):
             return cls((), Problem(Reason.INVALID_JSON, 'models.json must be {"models": [...]} or an array'))
         parsed = [
-            parse_definition(entry, None, inline_keys_allowed=True, namespace=namespace) for entry in doc
+            parse_definition(
+                entry, None, inline_keys_allowed=True, namespace=namespace, position=f"models.json[{index}]"
+            )
+            for index, entry in enumerate(doc)
         ]
+        named = [isinstance(_own_name(entry), str) for entry in doc]
         # The last definition of a name wins, as today (behaviour §5.2); each earlier one is reported,
         # naming it.
-        last = {p.name: index for index, p in enumerate(parsed) if p.name != "?"}
+        last = {p.name: index for index, p in enumerate(parsed) if named[index]}
         items: list[ExternalItem] = []
         for index, item in enumerate(parsed):
-            if item.name == "?":
-                items.append(evolve(item, name=f"models.json[{index}]"))
+            if not named[index]:
+                items.append(item)
             elif (winner := last[item.name]) != index:
                 message = f"{item.name!r} is defined again in models.json[{winner}], the definition used"
                 items.append(

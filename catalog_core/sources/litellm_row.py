@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
+from catalog_core.external_fields import FIXED_PARAMS, READ_BACK_PARAMS
 from catalog_core.jsonval import Json
 from catalog_core.urls import published_url
 from catalog_core.values import (
@@ -26,7 +27,9 @@ from catalog_core.values import (
     text_problem,
 )
 
-PARAM_KEYS = ("model", "api_base", "order", "api_version", "custom_llm_provider", "tpm", "rpm")
+# What is compared with the route on every read: the parameters the controller sets and the declared
+# optional fields LiteLLM returns (external_fields.FIELDS).
+PARAM_KEYS = (*FIXED_PARAMS, *READ_BACK_PARAMS)
 # Where a row states its limits, first positive wins (behaviour §5.2). LiteLLM fills max_input_tokens and
 # max_output_tokens from its own model map, so a known model has limits even when no source gave any.
 # Never max_tokens (behaviour §11): LiteLLM uses it for the output limit of some models.

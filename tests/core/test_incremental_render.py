@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from catalog_core import catalog_files
 from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import Fragment, Run, pretty
 from catalog_core.plan import catalog_within, full_catalog, rendered_catalog
@@ -176,7 +177,7 @@ def test_the_placeholder_and_an_empty_catalog_render_as_before() -> None:
     empty = render.render_catalog((), (), config)
     assert render.CatalogParts(config).render().data == empty.data
     boot = render.bootstrap_data(config)
-    assert boot[render.HASH_KEY] == "bootstrap" and json.loads(boot["catalog.json"])["models"] == []
+    assert boot[catalog_files.HASH_KEY] == "bootstrap" and json.loads(boot["catalog.json"])["models"] == []
 
 
 class _NoCache(list):  # type: ignore[type-arg]

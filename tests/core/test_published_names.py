@@ -143,3 +143,19 @@ def test_every_generated_file_parses_for_every_accepted_name(name):
         assert _keys(c) == {entry}
     else:
         assert c.record("models.json[0]")["reason"] in ("InvalidField", "MissingField")
+
+
+def test_an_item_named_question_mark_is_a_name_like_any_other():
+    """An item without a usable name is recorded under its position only; ``?`` is a name, published,
+    recorded and shadowed under itself like any other."""
+    c = Cluster()
+    c.start(
+        b.external_configmap(
+            [{"name": "?", "model": "openai/x"}, {"model": "openai/y"}, {"name": "?", "model": "openai/z"}]
+        )
+    )
+    assert c.model_ids() == ["?"]
+    assert c.entry("?")["litellm"]["model"] == "openai/z"  # the last definition of a name wins
+    assert c.record("?")["state"] == "published"
+    assert c.record("? (models.json[0])")["reason"] == "DuplicateName"
+    assert c.record("models.json[1]")["reason"] == "MissingField"

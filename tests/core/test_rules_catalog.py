@@ -3,6 +3,7 @@ types (behaviour §11)."""
 
 import json
 
+from catalog_core import catalog_files
 from catalog_core.commands import CreateLiteLLMModel, EmitKubernetesEvent, WriteCatalog
 from catalog_core.config import CatalogConfig
 from catalog_core.jsonval import canonical, short_hash
@@ -30,7 +31,8 @@ def _cluster(**env):
 
 def test_every_data_key_is_present_and_json_is_formatted():
     c = _cluster()
-    assert set(c.data) == {
+    assert set(c.data) == catalog_files.KEYS
+    assert set(c.data) >= {
         "catalog.json",
         "chat-models.json",
         "embedding-models.json",

@@ -145,7 +145,7 @@ def test_external_first_key_wins_and_whitelist():
     m = item.model
     assert m is not None
     assert (m.name, m.litellm_model, m.api_base) == ("gpt", "openai/gpt-4o", "https://a.example/v1")
-    assert (m.tpm, m.api_version) == (10, "2024-01")  # top level overrides litellm.*
+    assert (m.param("tpm"), m.param("api_version")) == (10, "2024-01")  # top level overrides litellm.*
     assert (m.context_window, m.max_output_tokens, m.model_type) == (8000, 100, ModelType.EMBEDDING)
 
 
@@ -239,7 +239,7 @@ def test_external_unusable_optional_field_is_dropped_with_a_warning(fields, drop
 
 def test_external_nulls_mean_absent():
     (parsed,) = _doc([{"name": "a", "model": "x/y", "tpm": None, "contextWindow": None}]).items
-    assert parsed.model.tpm is None
+    assert parsed.model.param("tpm") is None
     assert parsed.model.context_window is None
 
 
