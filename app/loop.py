@@ -33,10 +33,10 @@ from catalog_core.events import (
     SourceKind,
     Ticked,
 )
-from catalog_core.fold import Transition
+from catalog_core.fold import Transition, initial_state
 from catalog_core.keys import is_catalog_key, is_litellm_key
 from catalog_core.plan import next_deadline
-from catalog_core.state import CatalogState, RouteRecord, initial_state
+from catalog_core.state import CatalogState, RouteRecord
 from catalog_core.values import text_problem
 from contracts.kinds import RESOURCES
 

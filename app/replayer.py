@@ -57,7 +57,8 @@ from catalog_core.events import (
     SourceUnavailable,
     Ticked,
 )
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.fold import initial_state
+from catalog_core.state import CatalogState
 from catalog_core.urls import masked_url
 from contracts import eventlog as wire
 

@@ -16,11 +16,12 @@ from catalog_core import commands as cmd
 from catalog_core import ingest, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.fold import initial_state
 from catalog_core.jsonval import Json
 from catalog_core.keys import CommandKey, CommandKind, ItemKey, RefKey, RefKind
 from catalog_core.plan import mark_key
 from catalog_core.spec import SourceSpec
-from catalog_core.state import STORE, initial_state
+from catalog_core.state import STORE
 from catalog_core.trim import spec_for
 from catalog_core.values import Source
 from contracts import source_schema
