@@ -30,6 +30,7 @@ from catalog_core.spec import (
 )
 from catalog_core.state import Candidate, CatalogState
 from catalog_core.trim import TRIM
+from catalog_core.trim import Spec as TrimSpec
 from catalog_core.values import Source
 
 
@@ -199,6 +200,12 @@ def spec_of(item: ItemKey | str) -> SourceSpec | None:
     """The spec of an item key (None for a key no source owns)."""
     key = ItemKey.parse(item) if isinstance(item, str) else item
     return BY_PREFIX.get(key.prefix)
+
+
+def trim_spec(kind: SourceKind) -> TrimSpec:
+    """What of ``kind``'s objects the core may see: a route source's own trim spec, else ``trim.TRIM``'s."""
+    spec = BY_KIND.get(kind)
+    return spec.trim if spec is not None else TRIM[kind]
 
 
 def claim(state: CatalogState, item: str) -> Candidate | None:
