@@ -30,7 +30,6 @@ from catalog_core.events import (
     ObjectDeleted,
     ObjectUpserted,
     Outcome,
-    SourceKind,
     Ticked,
 )
 from catalog_core.fold import Transition, initial_state
@@ -157,9 +156,6 @@ class CatalogLoop:
 
     def records(self) -> list[RouteRecord]:
         return list(self.state.derived.records.values())
-
-    def sources_listed(self, sources: Sequence[SourceKind]) -> bool:
-        return all(self.state.source(kind).known for kind in sources)
 
     # --- the loop
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
