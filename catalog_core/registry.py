@@ -8,8 +8,7 @@ it, or a spec inconsistent with the others, fails at import (``check``), never a
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import attrs
 
@@ -167,7 +166,7 @@ def check(specs: tuple[SourceSpec, ...]) -> None:
 
 
 def install(specs: tuple[SourceSpec, ...]) -> None:
-    """Make ``specs`` the route sources (checked first). At import, and for a test's throwaway source."""
+    """Make ``specs`` the route sources (checked first)."""
     # Module globals on purpose: every reader looks them up at call time (registry.BY_KIND...).
     global SPECS, BY_SOURCE, BY_PREFIX, BY_KIND, CATALOG_KINDS, _BARE_HEALTH_PREFIX  # noqa: PLW0603
     check(specs)
@@ -177,20 +176,6 @@ def install(specs: tuple[SourceSpec, ...]) -> None:
     BY_KIND = {spec.kind: spec for spec in specs}
     CATALOG_KINDS = (*CATALOG_SOURCES, *(s.kind for s in specs if s.kind not in CATALOG_SOURCES))
     _BARE_HEALTH_PREFIX = next((s.item_prefix for s in specs if s.bare_health_keys), "")
-
-
-@contextlib.contextmanager
-def installed(*extra: SourceSpec) -> Iterator[None]:
-    """The registry with ``extra`` specs added, for the duration (their names are withdrawn after)."""
-    before = SPECS
-    try:
-        install((*before, *extra))
-        yield
-    finally:
-        for spec in extra:
-            SourceKind.withdraw(spec.kind.value)
-            Source.withdraw(spec.source.value)
-        install(before)
 
 
 install(SPECS)
