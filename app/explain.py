@@ -21,7 +21,7 @@ import attrs
 
 from adapters.eventlog.reader import DEFAULT_MAX_LINE_BYTES, LogReadError
 from app.deferrals import deferral_lines
-from app.replay import (
+from app.replayer import (
     EXIT_OK,
     Notice,
     SnapshotSeen,

@@ -30,13 +30,12 @@ from catalog_core.events import (
     ObjectDeleted,
     ObjectUpserted,
     Outcome,
-    SourceKind,
     Ticked,
 )
-from catalog_core.fold import Transition
+from catalog_core.fold import Transition, initial_state
 from catalog_core.keys import is_catalog_key, is_litellm_key
 from catalog_core.plan import next_deadline
-from catalog_core.state import CatalogState, RouteRecord, initial_state
+from catalog_core.state import CatalogState, RouteRecord
 from catalog_core.values import text_problem
 from contracts.kinds import RESOURCES
 
@@ -157,9 +156,6 @@ class CatalogLoop:
 
     def records(self) -> list[RouteRecord]:
         return list(self.state.derived.records.values())
-
-    def sources_listed(self, sources: Sequence[SourceKind]) -> bool:
-        return all(self.state.source(kind).known for kind in sources)
 
     # --- the loop
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -27,6 +27,7 @@ from catalog_core.commands import (
 )
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, SourceKind, SourceListed
+from catalog_core.fold import initial_state
 from catalog_core.plan import all_records, rendered_catalog
 from catalog_core.redact import inline_vault_key, redact_for_source, secret_vault_key
 from catalog_core.rules.agent_templates import applied_content
@@ -34,7 +35,7 @@ from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
 from catalog_core.sources.catalog_configmap import held_defaults
 from catalog_core.sources.common import ACTIVATION_LABEL
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.state import CatalogState
 from catalog_core.urls import masked_url
 from contracts.kinds import sources_of
 

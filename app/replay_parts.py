@@ -21,7 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from app.replay import Replayer, Verified, verify_log
+from app.replayer import Replayer, Verified, verify_log
 
 MIN_BYTES_PER_PART = 32 * 1024 * 1024  # below this a process's start and a restore cost more than they save
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, LiteLLMRowsObserved, ObjectUpserted, SourceKind, SourceListed, Ticked
-from catalog_core.fold import step
+from catalog_core.fold import initial_state, step
 from catalog_core.plan import rendered_catalog
 from catalog_core.simulate import SimulatedWorld, converge
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.state import CatalogState
 
 
 def model(i: int, *, ready: int = 1, ctx: int = 8192) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from catalog_core.commands import (
     UpdateLiteLLMModel,
     WriteCatalog,
 )
+from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     CommandCompleted,
     Event,
@@ -31,6 +32,7 @@ from catalog_core.events import (
     ObjectUpserted,
     Outcome,
     RuntimeProbed,
+    SourceKind,
     SourceListed,
     SourceUnavailable,
     Ticked,
@@ -43,6 +45,13 @@ from catalog_core.rules import health as health_rules
 from catalog_core.sources.catalog_configmap import HeldDefaults, ObservedCatalog
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogState, Failure, Pending, Retry, mark, mark_all
+
+
+def initial_state(config: CatalogConfig, waits_for: Iterable[SourceKind] | None = None) -> CatalogState:
+    """The state before any event; ``waits_for``: the catalog sources to wait for (default: all of them)."""
+    return CatalogState(
+        config=config, waits_for=frozenset(registry.CATALOG_KINDS if waits_for is None else waits_for)
+    )
 
 
 @attrs.frozen

@@ -8,8 +8,7 @@ it, or a spec inconsistent with the others, fails at import (``check``), never a
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import attrs
 
@@ -30,6 +29,7 @@ from catalog_core.spec import (
 )
 from catalog_core.state import Candidate, CatalogState
 from catalog_core.trim import TRIM
+from catalog_core.trim import Spec as TrimSpec
 from catalog_core.values import Source
 
 
@@ -166,7 +166,7 @@ def check(specs: tuple[SourceSpec, ...]) -> None:
 
 
 def install(specs: tuple[SourceSpec, ...]) -> None:
-    """Make ``specs`` the route sources (checked first). At import, and for a test's throwaway source."""
+    """Make ``specs`` the route sources (checked first)."""
     # Module globals on purpose: every reader looks them up at call time (registry.BY_KIND...).
     global SPECS, BY_SOURCE, BY_PREFIX, BY_KIND, CATALOG_KINDS, _BARE_HEALTH_PREFIX  # noqa: PLW0603
     check(specs)
@@ -178,20 +178,6 @@ def install(specs: tuple[SourceSpec, ...]) -> None:
     _BARE_HEALTH_PREFIX = next((s.item_prefix for s in specs if s.bare_health_keys), "")
 
 
-@contextlib.contextmanager
-def installed(*extra: SourceSpec) -> Iterator[None]:
-    """The registry with ``extra`` specs added, for the duration (their names are withdrawn after)."""
-    before = SPECS
-    try:
-        install((*before, *extra))
-        yield
-    finally:
-        for spec in extra:
-            SourceKind.withdraw(spec.kind.value)
-            Source.withdraw(spec.source.value)
-        install(before)
-
-
 install(SPECS)
 
 
@@ -199,6 +185,12 @@ def spec_of(item: ItemKey | str) -> SourceSpec | None:
     """The spec of an item key (None for a key no source owns)."""
     key = ItemKey.parse(item) if isinstance(item, str) else item
     return BY_PREFIX.get(key.prefix)
+
+
+def trim_spec(kind: SourceKind) -> TrimSpec:
+    """What of ``kind``'s objects the core may see: a route source's own trim spec, else ``trim.TRIM``'s."""
+    spec = BY_KIND.get(kind)
+    return spec.trim if spec is not None else TRIM[kind]
 
 
 def claim(state: CatalogState, item: str) -> Candidate | None:

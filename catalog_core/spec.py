@@ -95,10 +95,8 @@ class SourceSpec:
         return f"{ID_PREFIX}{self.id_family}-{slug(model_name)}"
 
     def health_key(self, item: ItemKey) -> str:
-        # Late import: the registry (which knows the health keys' format) imports the claims that call this.
-        from catalog_core import registry
-
-        return registry.health_key(item)
+        """The key of this source's ``item``'s health record (state.health) and of its probes."""
+        return item.name if self.bare_health_keys else item.text
 
 
 def deployment_target(state: CatalogState, key: ItemKey, uid: str) -> ObjectRef:

@@ -428,13 +428,3 @@ STORE: dict[SourceKind, tuple[str, str]] = {
     SourceKind.STATEFULSETS: ("cluster", "workloads"),
     SourceKind.DAEMONSETS: ("cluster", "workloads"),
 }
-
-
-def initial_state(config: CatalogConfig, waits_for: Iterable[SourceKind] | None = None) -> CatalogState:
-    """The state before any event; ``waits_for``: the catalog sources to wait for (default: all of them)."""
-    if waits_for is None:
-        # Late import: the registry imports this module (its specs name the state's types).
-        from catalog_core.registry import CATALOG_KINDS
-
-        waits_for = CATALOG_KINDS
-    return CatalogState(config=config, waits_for=frozenset(waits_for))

@@ -158,23 +158,12 @@ def _apply(value: Any, spec: Any, depth: int) -> Any:
     return {key: _apply(value[key], sub, depth + 1) for key, sub in spec.items() if key in value}
 
 
-def spec_for(source: SourceKind) -> Spec:
-    """What of ``source``'s objects the core may see."""
-    found = TRIM.get(source)
-    if found is None:
-        # Late import: the registry imports the parsers, which import this module.
-        from catalog_core import registry
-
-        found = registry.BY_KIND[source].trim
-    return found
-
-
-def trim(source: SourceKind, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of ``obj`` the core reads for ``source`` (plus apiVersion and kind); a stub with a
-    rejection when a kept value is nested too deeply."""
+def trim(spec: Spec, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``obj`` that ``spec`` (its source's, ``registry.trim_spec``) keeps, plus apiVersion and
+    kind; a stub with a rejection when a kept value is nested too deeply."""
     head = {k: obj[k] for k in ("apiVersion", "kind") if isinstance(obj.get(k), str)}
     try:
-        body: dict[str, Any] = _apply(obj, spec_for(source), 0)
+        body: dict[str, Any] = _apply(obj, spec, 0)
         return head | body
     except (TooDeepError, RecursionError):
         return head | stub(obj, NESTED_TOO_DEEPLY, f"nested more than {MAX_DEPTH} levels deep")

@@ -227,8 +227,3 @@ class DestinationPattern:
 def pattern_entries(text: str) -> tuple[str, ...]:
     """The entries of a list of patterns as written: separated by commas, spaces or line breaks."""
     return tuple(dict.fromkeys(e for e in re.split(r"[\s,]+", text) if e))
-
-
-def allowed_by(patterns: tuple[DestinationPattern, ...], url: str) -> bool:
-    destination = Destination.of(url)
-    return destination is not None and any(p.allows(destination) for p in patterns)

@@ -44,8 +44,8 @@ from catalog_core import raw
 from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, RuntimeProbed, SourceKind
+from catalog_core.fold import initial_state
 from catalog_core.registry import CATALOG_KINDS
-from catalog_core.state import initial_state
 from contracts.kinds import sources_of
 
 HERE = Path(__file__).resolve().parent

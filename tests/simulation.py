@@ -41,10 +41,10 @@ from catalog_core.events import (
     Ticked,
     Unavailability,
 )
-from catalog_core.fold import Transition
+from catalog_core.fold import Transition, initial_state
 from catalog_core.redact import redact_for_source
 from catalog_core.simulate import SimulatedWorld
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.state import CatalogState
 from tests.core import builders as b
 
 

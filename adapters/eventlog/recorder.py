@@ -59,8 +59,8 @@ from adapters.eventlog.guard import guard
 from adapters.identity import version as service_version
 from catalog_core.config import MAX_INTEGER_DIGITS, CatalogConfig, quoted_setting
 from catalog_core.events import Event
-from catalog_core.fold import Transition
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.fold import Transition, initial_state
+from catalog_core.state import CatalogState
 from contracts import eventlog as wire
 
 log = logging.getLogger("model_catalog.eventlog")

@@ -14,8 +14,8 @@ from catalog_core.external_fields import CUSTOM_LLM_PROVIDER
 from catalog_core.gates import Gate
 from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
 from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
-from catalog_core.redact import ENV_REFERENCE, TOO_MANY, invalid_value
 from catalog_core.rules.routes import NO_KEY, Origin, external_route, kubeai_route, runtime_route
+from catalog_core.sealing import ENV_REFERENCE, TOO_MANY, invalid_value
 from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef

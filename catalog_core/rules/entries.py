@@ -11,7 +11,7 @@ from catalog_core.gates import Gate
 from catalog_core.registry import catalog_source
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import CatalogEntry, CatalogState, DesiredRoute, RouteRef
-from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, logical_name, name_problem
+from catalog_core.values import ALIAS_PREFIXES, OWNER, ModelType, name_problem
 
 _BIG = 1 << 62
 
@@ -159,7 +159,3 @@ def entry_for(state: CatalogState, logical: str) -> CatalogEntry | None:
         routes=tuple(routes),
         aliases=tuple(aliases),
     )
-
-
-def logical_of_route(route: DesiredRoute) -> str:
-    return logical_name(route.model_name)

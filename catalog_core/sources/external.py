@@ -16,7 +16,7 @@ import attrs
 from catalog_core import raw
 from catalog_core.external_fields import FIELDS, Value
 from catalog_core.reasons import Reason
-from catalog_core.redact import (
+from catalog_core.sealing import (
     INLINE_KEY_FIELDS,
     INVALID_JSON_MARKER,
     NOT_A_STRING,

@@ -104,11 +104,6 @@ class LiteLLMRow:
         """Owned by the catalog, or a legacy row of ours (managed, no owner, our id family)."""
         return self.owner == OWNER or (self.owner is None and self.managed and self.id.startswith(ID_PREFIX))
 
-    @property
-    def is_alias(self) -> bool:
-        """local/x, mesh/x and rows whose logical name is not their name are not entries of their own."""
-        return self.model_name != self.logical_name
-
     @classmethod
     def from_info(cls, row: Mapping[str, Any]) -> LiteLLMRow | None:
         return cls.from_clean(whitelist_row(row))

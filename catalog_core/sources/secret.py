@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from catalog_core import raw
-from catalog_core.redact import SERVICE_ACCOUNT_TOKEN, redacted_fingerprint
+from catalog_core.sealing import SERVICE_ACCOUNT_TOKEN, redacted_fingerprint
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 from catalog_core.trim import PROVIDER_SECRET_API_BASES
 from catalog_core.urls import pattern_entries

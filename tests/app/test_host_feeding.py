@@ -17,7 +17,7 @@ import pytest
 
 from adapters.kube import watch
 from app.library import ModelCatalog
-from catalog_core import redact
+from catalog_core import redact, sealing
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from catalog_core.state import SourceStatus
@@ -103,14 +103,14 @@ async def test_a_host_that_lists_the_same_content_again_is_not_fingerprinted_aga
     catalog: ModelCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counted = 0
-    real = redact._fingerprint
+    real = sealing._fingerprint
 
     def counting(raw: bytes) -> str:
         nonlocal counted
         counted += 1
         return real(raw)
 
-    monkeypatch.setattr(redact, "_fingerprint", counting)
+    monkeypatch.setattr(sealing, "_fingerprint", counting)
     cached = [hostile("mct-a", keys=4), hostile("mct-b", keys=4)]
     await catalog.listed(ACTIVATIONS, cached)
     assert counted == 8

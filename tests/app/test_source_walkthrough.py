@@ -35,6 +35,7 @@ from contracts import source_schema
 from contracts.kinds import RESOURCES, sources_of
 from tests.core import builders as b
 from tests.core.harness import Cluster
+from tests.core.throwaway_source import installed
 from tests.simulation import SimulatedShell
 
 WALKTHROUGH_MATCH = LabelMatch(RUNTIME_LABEL, "walkthrough")
@@ -62,7 +63,7 @@ def _spec() -> SourceSpec:
 @pytest.fixture(autouse=True)
 def throwaway_source() -> Iterator[SourceSpec]:
     spec = _spec()
-    with registry.installed(spec):  # the one line a new source adds to the registry's list
+    with installed(spec):  # the one line a new source adds to the registry's list
         yield spec
     assert "walkthrough-deployments" not in [k.value for k in SourceKind]  # withdrawn again
 

@@ -19,7 +19,7 @@ import pytest
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from adapters.telemetry import Telemetry
-from app import replay
+from app import replay, replayer
 from app.logs import JsonFormatter
 from app.loop import STEP_FAILED, CatalogLoop
 from catalog_core import fold
@@ -250,7 +250,7 @@ async def test_the_replay_of_a_log_with_a_failed_step_skips_it_as_the_live_run_d
     recorder.close()
     assert loop.step_failures == 1
     out, err = io.StringIO(), io.StringIO()
-    assert replay.run(str(path), verify=True, out=out, err=err) == replay.EXIT_OK, out.getvalue()
+    assert replay.run(str(path), verify=True, out=out, err=err) == replayer.EXIT_OK, out.getvalue()
     notes = err.getvalue()
     pattern = r"line \d+: the step of event seq \d+ \(kubeai-models: upserted Model poison\) raised KeyError"
     assert re.search(pattern, notes), notes

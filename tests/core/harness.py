@@ -8,12 +8,12 @@ from typing import Any
 from catalog_core.commands import Command
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, ObjectDeleted, ObjectUpserted, SourceKind, SourceListed, Ticked
-from catalog_core.fold import step
+from catalog_core.fold import initial_state, step
 from catalog_core.plan import all_records
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.state import CatalogState
 from contracts.kinds import sources_of
 from tests.core.builders import catalog_configmap
 

@@ -11,8 +11,8 @@ from catalog_core.events import (
     SourceUnavailable,
     Unavailability,
 )
+from catalog_core.fold import initial_state
 from catalog_core.registry import CATALOG_KINDS
-from catalog_core.state import initial_state
 from tests.core import builders as b
 from tests.core.harness import Cluster
 

@@ -13,10 +13,9 @@ from catalog_core import registry
 from catalog_core.commands import DeleteLiteLLMModel, plain
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind, SourceListed, Ticked
-from catalog_core.fold import fold
+from catalog_core.fold import fold, initial_state
 from catalog_core.plan import all_records
 from catalog_core.redact import redact_for_source
-from catalog_core.state import initial_state
 from contracts.kinds import sources_of
 from tests.core import builders as b
 from tests.core import strategies as gen

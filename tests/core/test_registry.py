@@ -16,12 +16,12 @@ from catalog_core import commands as cmd
 from catalog_core import ingest, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.fold import initial_state
 from catalog_core.jsonval import Json
 from catalog_core.keys import CommandKey, CommandKind, ItemKey, RefKey, RefKind
 from catalog_core.plan import mark_key
 from catalog_core.spec import SourceSpec
-from catalog_core.state import STORE, initial_state
-from catalog_core.trim import spec_for
+from catalog_core.state import STORE
 from catalog_core.values import Source
 from contracts import source_schema
 from contracts.kinds import RESOURCES
@@ -104,7 +104,7 @@ def test_every_source_kind_is_watched_trimmed_and_stored() -> None:
     documents = set(ingest.DOCUMENT_NAMES)  # one named ConfigMap each
     for kind in SourceKind:
         assert kind in RESOURCES, kind
-        assert spec_for(kind), kind
+        assert registry.trim_spec(kind), kind
         assert kind in registry.CATALOG_KINDS or kind in ROLLOUT_SOURCES or kind is SourceKind.AGENT_TEMPLATES
         spec = registry.BY_KIND.get(kind)
         assert kind in documents or kind in STORE or (spec is not None and spec.parse is not None), kind

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from catalog_core.config import CatalogConfig
 from catalog_core.events import LiteLLMRowsObserved
-from catalog_core.fold import step
-from catalog_core.state import initial_state
+from catalog_core.fold import initial_state, step
 
 # Values that are equal in Python but not the same JSON (1, 1.0, True), so a cache keyed by equality
 # rather than by exact text would keep the wrong one.

@@ -10,9 +10,8 @@ from __future__ import annotations
 from catalog_core.commands import SecretWatch, WatchSecrets
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind, SourceListed, Ticked
-from catalog_core.fold import step
+from catalog_core.fold import initial_state, step
 from catalog_core.plan import secret_watches
-from catalog_core.state import initial_state
 from tests.core import builders as b
 from tests.core.harness import Cluster
 

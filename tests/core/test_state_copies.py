@@ -8,9 +8,9 @@ import attrs
 from catalog_core import ingest
 from catalog_core.config import CatalogConfig
 from catalog_core.events import ObjectUpserted, SourceKind, SourceListed
-from catalog_core.fold import fold
+from catalog_core.fold import fold, initial_state
 from catalog_core.pmap import PMap, empty
-from catalog_core.state import CatalogState, initial_state, mark
+from catalog_core.state import CatalogState, mark
 from tests.core import builders as b
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
-from app.replay import Replayer, Step
+from app.replayer import Replayer, Step
 from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from catalog_core import commands as cmd
 from catalog_core import events as ev
 from catalog_core.config import CatalogConfig
+from catalog_core.fold import initial_state
 from catalog_core.jsonval import Json
 from catalog_core.pmap import PMap
-from catalog_core.state import initial_state
 from contracts import eventlog as wire
 from tests.contracts.schemas import validator as schema_validator
 from tests.eventlog import strategies as gen

@@ -10,9 +10,9 @@ from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app import explain
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, ObjectUpserted, SourceKind, SourceListed, Ticked
-from catalog_core.fold import step
+from catalog_core.fold import initial_state, step
 from catalog_core.simulate import SimulatedWorld
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.state import CatalogState
 from tests.core import builders as b
 
 START = 1_767_225_600.0

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app import cli, replay, replay_parts
+from app import cli, replay, replay_parts, replayer
 
 
 @pytest.fixture(autouse=True)
@@ -49,16 +49,16 @@ def _write(path: Path, records: list[dict[str, Any]]) -> Path:
 
 
 def test_the_parts_are_the_snapshots_and_the_answer_is_the_same(example_log: Path) -> None:
-    replayer = replay.Replayer(example_log)
+    whole = replayer.Replayer(example_log)
     lines = example_log.read_bytes().splitlines(keepends=True)
     starts = [sum(len(x) for x in lines[:n]) for n in range(len(lines))]
     snapshots = [starts[45], starts[94]]  # the snapshot records, at lines 46 and 95
     # a part begins at the first snapshot after each 1/N of the file's bytes; one snapshot cuts once
-    assert replay_parts.cuts(replayer, 8) == snapshots
-    assert len(replay_parts.cuts(replayer, 2)) == 1 and set(replay_parts.cuts(replayer, 2)) <= set(snapshots)
+    assert replay_parts.cuts(whole, 8) == snapshots
+    assert len(replay_parts.cuts(whole, 2)) == 1 and set(replay_parts.cuts(whole, 2)) <= set(snapshots)
     for jobs in (2, 3, 8):
         one, parts = _both(example_log, jobs)
-        assert one[0] == parts[0] == replay.EXIT_OK
+        assert one[0] == parts[0] == replayer.EXIT_OK
         assert parts[1] == one[1]
         assert "verifying in" in parts[2] and _without_parts_note(parts[2]) == one[2]
 
@@ -72,7 +72,7 @@ def test_a_difference_in_a_later_part_is_reported_as_in_one_process(
     mutated = _write(tmp_path / "late.jsonl", records)
     one, parts = _both(mutated, 3)
     assert "parts at once" in parts[2]
-    assert one[0] == parts[0] == replay.EXIT_DIVERGED
+    assert one[0] == parts[0] == replayer.EXIT_DIVERGED
     assert parts[1] == one[1]
     assert one[1].startswith(f"diverged at seq {records[late]['seq']}: ")
 
@@ -87,7 +87,7 @@ def test_a_snapshot_at_a_cut_that_differs_is_reported_by_the_part_that_ends_ther
     assert sum(1 for line in mutated.read_bytes().splitlines() if b'"snapshot"' in line[:128]) == 2
     one, parts = _both(mutated, 8)  # cut at both snapshots
     assert "verifying in 3 parts at once" in parts[2]
-    assert one[0] == parts[0] == replay.EXIT_DIVERGED
+    assert one[0] == parts[0] == replayer.EXIT_DIVERGED
     assert parts[1] == one[1]
     assert f"the snapshot (line {cut + 1}) differs from the replayed state in: now" in one[1]
 
@@ -101,7 +101,7 @@ def test_an_unreadable_line_in_a_later_part_names_its_line_in_the_file(
     damaged.write_bytes(b"".join(lines))
     one, parts = _both(damaged, 8)
     assert "verifying in 3 parts at once" in parts[2]
-    assert one[0] == parts[0] == replay.EXIT_UNREADABLE
+    assert one[0] == parts[0] == replayer.EXIT_UNREADABLE
     assert f"{damaged}:121: " in one[2]
     assert _without_parts_note(parts[2]) == one[2]
 
@@ -111,11 +111,11 @@ def test_what_cannot_be_cut_is_verified_in_one_process(
 ) -> None:
     monkeypatch.setattr(replay_parts, "MIN_BYTES_PER_PART", 1 << 40)  # the floor: smaller than one part
     code, out, err = _run(example_log, jobs=4)
-    assert code == replay.EXIT_OK and "parts at once" not in err
+    assert code == replayer.EXIT_OK and "parts at once" not in err
     assert out == _run(example_log)[1]
     monkeypatch.setattr(replay_parts, "MIN_BYTES_PER_PART", 1)
     code, _, err = _run(example_log, jobs=4, until=100)  # --until: one process, as it stops mid-way
-    assert code == replay.EXIT_OK and "parts at once" not in err
+    assert code == replayer.EXIT_OK and "parts at once" not in err
 
 
 def test_with_other_threads_alive_the_parts_are_spawned_not_forked(
@@ -147,7 +147,7 @@ def test_jobs_auto_is_one_part_per_usable_cpu_within_the_cap(
     assert cli._jobs("auto") == 2
     code = cli.main(["replay", str(example_log), "--verify", "--jobs", "auto"])
     out, err = capsys.readouterr()
-    assert code == replay.EXIT_OK, err
+    assert code == replayer.EXIT_OK, err
     assert "replay identically" in out and "verifying in 2 parts at once" in err
     with pytest.raises(SystemExit):
         cli.main(["replay", str(example_log), "--verify", "--jobs", "all"])

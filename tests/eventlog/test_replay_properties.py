@@ -10,8 +10,8 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from app import replay
-from app.replay import Replayer, SnapshotSeen
+from app import replay, replayer
+from app.replayer import Replayer, SnapshotSeen
 from tests.eventlog import strategies as gen
 from tests.eventlog.harness import record_run, steps
 from tests.eventlog.same import differences, same
@@ -39,7 +39,7 @@ def test_replaying_a_recorded_run_gives_its_commands_exactly(
         assert [c["id"] for c in recorded] == [c.id for c in transition.commands]
     assert differences(replayed[-1].after, run.final) == []
     out = io.StringIO()
-    assert replay.run(str(run.path), verify=True, out=out, err=io.StringIO()) == replay.EXIT_OK, (
+    assert replay.run(str(run.path), verify=True, out=out, err=io.StringIO()) == replayer.EXIT_OK, (
         out.getvalue()
     )
 
@@ -68,15 +68,15 @@ def test_snapshot_plus_tail_is_the_full_replay(
         assert differences(mine.commands, theirs.commands) == []
         assert same(mine.after, theirs.after)
     # The state where the tail ends is the full replay's state there (the snapshot's, if no step follows).
-    replayer = Replayer(run.path, until=until, from_snapshot=True)
-    for _ in replayer:
+    rerun = Replayer(run.path, until=until, from_snapshot=True)
+    for _ in rerun:
         pass
     before = [s for s in full if s.seq <= until]
-    assert differences(replayer.state, before[-1].after) == []
+    assert differences(rerun.state, before[-1].after) == []
     # And every snapshot on the way holds exactly the state the full replay has reached there.
     for item in Replayer(run.path):
         if isinstance(item, SnapshotSeen):
-            assert replay.compare_state(item) is None
+            assert replayer.compare_state(item) is None
 
 
 def _string_leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -134,7 +134,7 @@ def test_a_mutated_recorded_command_fails_verify_at_exactly_its_seq(
     mutated = directory / "mutated.jsonl"
     mutated.write_bytes(b"".join(lines))
     out = io.StringIO()
-    assert replay.run(str(mutated), verify=True, out=out, err=io.StringIO()) == replay.EXIT_DIVERGED
+    assert replay.run(str(mutated), verify=True, out=out, err=io.StringIO()) == replayer.EXIT_DIVERGED
     text = out.getvalue()
     assert text.startswith(f"diverged at seq {record['seq']}: "), text
     assert "  recorded: " in text

@@ -15,13 +15,8 @@ from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app import explain, replay
 from catalog_core.config import CatalogConfig
 from catalog_core.events import LiteLLMRowsObserved, ObjectUpserted, SourceKind, SourceListed
-from catalog_core.redact import (
-    INVALID_JSON_MARKER,
-    redact_configmap,
-    redact_for_source,
-    redact_secret,
-    redacted_fingerprint,
-)
+from catalog_core.redact import redact_configmap, redact_for_source, redact_secret
+from catalog_core.sealing import INVALID_JSON_MARKER, redacted_fingerprint
 from tests.eventlog.harness import START
 from tests.simulation import SimulatedShell
 

@@ -31,10 +31,10 @@ from catalog_core.events import (
     SourceListed,
     Ticked,
 )
-from catalog_core.fold import step
+from catalog_core.fold import initial_state, step
 from catalog_core.plan import all_records, rendered_catalog
 from catalog_core.simulate import SimulatedWorld, converge
-from catalog_core.state import CatalogState, RouteRecord, initial_state
+from catalog_core.state import CatalogState, RouteRecord
 
 LITELLM_COMMANDS = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel, DeleteLiteLLMModel)
 

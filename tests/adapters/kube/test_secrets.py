@@ -24,7 +24,7 @@ from catalog_core.events import (
     SourceKind,
     SourceListed,
 )
-from catalog_core.redact import REDACTED
+from catalog_core.sealing import REDACTED
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL
 from tests.adapters.kube.helpers import FAST, deleted, listed, names, running, upserted
 from tests.core import builders as b

@@ -34,7 +34,7 @@ from catalog_core.events import (
     Ticked,
     Unavailability,
 )
-from catalog_core.redact import REDACTED
+from catalog_core.sealing import REDACTED
 from contracts.kinds import RESOURCES, Resource
 from tests.adapters.kube.helpers import (
     FAST,

@@ -13,7 +13,7 @@ import pytest
 
 from adapters.kube.watch import redact, redact_all
 from catalog_core.events import SourceKind
-from catalog_core.redact import MAX_INLINE_KEYS, TOO_MANY, redacted_fingerprint
+from catalog_core.sealing import MAX_INLINE_KEYS, TOO_MANY, redacted_fingerprint
 from catalog_core.sources.activation import ModelActivation
 from catalog_core.trim import rejection
 

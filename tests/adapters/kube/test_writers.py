@@ -37,13 +37,12 @@ from catalog_core.commands import (
 )
 from catalog_core.config import CatalogConfig
 from catalog_core.events import CommandCompleted, Event, ObjectUpserted, Outcome, SourceKind, SourceListed
-from catalog_core.fold import step
+from catalog_core.fold import initial_state, step
 from catalog_core.jsonval import Json
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.agent_templates import merge_diff
 from catalog_core.rules.rollouts import targets
 from catalog_core.simulate import SimulatedWorld
-from catalog_core.state import initial_state
 from tests.adapters.kube.helpers import FAST
 from tests.fixtures.kube_peer import create_namespace, install_crds, new_api_client
 

@@ -35,10 +35,10 @@ from catalog_core.events import (
     SourceListed,
     Ticked,
 )
-from catalog_core.fold import step
+from catalog_core.fold import initial_state, step
 from catalog_core.redact import redact_configmap, redact_for_source, redact_secret
 from catalog_core.simulate import SimulatedWorld
-from catalog_core.state import CatalogState, initial_state
+from catalog_core.state import CatalogState
 from tests.adapters.litellm.conftest import Peer
 
 NAMESPACE = "ai"
