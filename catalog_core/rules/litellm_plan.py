@@ -9,8 +9,7 @@ from catalog_core.commands import (
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
 )
-from catalog_core.rules.routes import SET_KEYS_KEY
-from catalog_core.sources.litellm_row import LiteLLMRow
+from catalog_core.sources.litellm_row import SET_KEYS_KEY, LiteLLMRow
 from catalog_core.state import CatalogState, DesiredRoute
 
 # For rows written before ai_appliance_set_keys existed: keys LiteLLM never fills in by itself.
