@@ -44,9 +44,8 @@ DEFAULT_RESYNC_SECONDS = 30.0
 DEFAULT_DEBOUNCE_SECONDS = 0.2
 DEFAULT_MAX_DEBOUNCE_SECONDS = 2.0
 UNREACHABLE_POLL_CAP = 10.0  # seconds: the longest wait between polls while LiteLLM does not answer
-# Rows left out of a listing that one poll looks up by id (~15 ms each). Beyond it, the rest count as
-# missing this time and are looked up by the next polls; a hidden one the core then creates again is
-# refused as an existing id, which makes it looked up at once.
+# Rows left out of a listing that one poll looks up by id (~15 ms each): the others are observed as they
+# were last looked up (a row never looked up yet counts as missing until its turn, which comes first).
 MAX_LOOKUPS_PER_POLL = 100
 # A poll after writes waits at least this many times as long as the last poll took, so re-reading every
 # row after writes takes at most ~1/10 of the time: at 10,000 rows a poll takes ~0.1 s, and polls hold
@@ -144,6 +143,9 @@ class LiteLLMObserver:
         # Ids LiteLLM holds as far as we know: listed, written, or refused as existing. Forgotten only
         # once a lookup says "not found" or our delete was applied.
         self._held: set[str] = set()
+        # Held rows a listing left out: as last looked up, and the poll that looked each one up.
+        self._hidden: dict[str, Mapping[str, Any]] = {}
+        self._looked_up: dict[str, int] = {}
 
     # --- WriteHooks, used by the executor
     def answered(self) -> AbstractAsyncContextManager[None]:
@@ -269,6 +271,7 @@ class LiteLLMObserver:
             return None, PeerStatus.ERROR, f"GET /model/info: {type(exc).__name__}"
         if no_models_loaded(answer):
             self._held.clear()  # no row at all
+            self._hidden.clear()
             return LiteLLMRowsObserved(()), PeerStatus.OK, ""
         if not answer.ok:
             return None, status_of_http(answer.status), self._failed(answer)
@@ -291,28 +294,31 @@ class LiteLLMObserver:
         return safe_text(f"HTTP {answer.status}: {answer.error_message()}", self._client.secrets_to_scrub())
 
     async def _left_out(self, rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]] | Answer:
-        """The rows LiteLLM holds that the listing left out, each looked up by id (at most
-        ``MAX_LOOKUPS_PER_POLL``); a lookup that fails (not "not found") is the poll's answer."""
+        """The rows LiteLLM holds that the listing left out: looked up by id, at most
+        ``MAX_LOOKUPS_PER_POLL`` a poll (those looked up longest ago first), the others as they were
+        last looked up. A lookup that fails (not "not found") is the poll's answer."""
         listed = {_row_id(row) for row in rows}
         self._held.update(i for i in listed if i is not None)
-        missing = sorted(i for i in self._held if i not in listed)[:MAX_LOOKUPS_PER_POLL]
-        found: list[Mapping[str, Any]] = []
-        for model_id in missing:
+        left_out = {i for i in self._held if i not in listed}
+        self._hidden = {i: row for i, row in self._hidden.items() if i in left_out}
+        turn = sorted(left_out, key=lambda i: (self._looked_up.get(i, -1), i))[:MAX_LOOKUPS_PER_POLL]
+        self._looked_up = {i: n for i, n in self._looked_up.items() if i in left_out}
+        for model_id in turn:
             self.lookups += 1
+            self._looked_up[model_id] = self.polls
             answer = await self._client.info_of(model_id)
-            if not answer.ok:
-                if _not_found(answer):
-                    self._held.discard(model_id)
-                    continue
+            if not answer.ok and not _not_found(answer):
                 return answer
-            same = [row for row in _rows(answer.body) or () if _row_id(row) == model_id]
-            if not same:
+            same = [row for row in _rows(answer.body) or () if _row_id(row) == model_id] if answer.ok else []
+            if same:
+                self._hidden[model_id] = same[0]
+            else:  # "not found": gone
                 self._held.discard(model_id)
-                continue
-            found.append(same[0])
-        if found:
-            log.debug("%d row(s) left out of /model/info are held by LiteLLM (looked up by id)", len(found))
-        return found
+                self._hidden.pop(model_id, None)
+                self._looked_up.pop(model_id, None)
+        if self._hidden:
+            log.debug("%d row(s) left out of /model/info are held by LiteLLM", len(self._hidden))
+        return list(self._hidden.values())
 
     def _poke(self) -> None:
         self._wake.set()

@@ -10,10 +10,12 @@ the one model name ``HEALTH_CHECKED_NAME`` (tests/fixtures/litellm_peer.py); a r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
 
+from adapters.litellm import observer as observer_module
 from adapters.litellm.fake import NEW, FakeLiteLLM
 from adapters.litellm.observer import LiteLLMObserver
 from catalog_core.commands import CreateLiteLLMModel, UpdateLiteLLMModel
@@ -143,3 +145,31 @@ async def test_the_controller_does_not_create_a_hidden_row_again_and_updates_it(
     assert looked_up.body["data"][0]["model_info"]["max_input_tokens"] == 4096
     if hiding_peer.fake is not None:
         assert hiding_peer.fake.requests[NEW] == 2  # the first start's create and the fresh one's
+
+
+async def test_lookups_are_bounded_per_poll_and_one_that_fails_fails_the_poll(
+    fake_peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeLiteLLM(MASTER_KEY, healthy_only_listing=True)
+    peer = Peer("fake", FAKE_URL, MASTER_KEY, fake, fake_peer.prefix)
+    ids = [fake.seed(peer.name(f"m{i}"), {"model": "openai/m"}, {"id": peer.id(f"m{i}")}) for i in range(5)]
+    observer = LiteLLMObserver(peer.client())
+    assert observed_ids(await poll(observer)) == set(ids)
+    fake.unhealthy.update(ids[:3])  # three names hidden
+    monkeypatch.setattr(observer_module, "MAX_LOOKUPS_PER_POLL", 2)
+    assert observed_ids(await poll(observer)) == set(ids) - {ids[2]} and observer.lookups == 2
+    # the one left over has its turn; the two looked up before are observed as they were then
+    assert observed_ids(await poll(observer)) == set(ids) and observer.lookups == 4
+    assert fake.remove(ids[2]) is None and observed_ids(await poll(observer)) == set(ids)  # not its turn
+    assert observed_ids(await poll(observer)) == set(ids) - {ids[2]} and observer.lookups == 8
+
+    listing = fake.answer
+
+    async def lookups_fail(method: str, target: str, headers: Any, body: bytes) -> tuple[int, Any]:
+        if "litellm_model_id" in target:
+            return 503, {"error": {"message": "busy"}}
+        return await listing(method, target, headers, body)
+
+    monkeypatch.setattr(fake, "answer", lookups_fail)
+    events = await poll(observer)  # the listing answers, a lookup does not: LiteLLM erroring, none missing
+    assert [type(e).__name__ for e in events] == ["LiteLLMUnreachable"]
