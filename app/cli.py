@@ -225,10 +225,11 @@ def parser() -> argparse.ArgumentParser:
         "-j",
         "--jobs",
         type=_jobs,
-        default=1,
+        default="auto",
         metavar="N|auto",
         help="with --verify: cut a large log at its snapshots and verify up to N parts at once, each in "
-        f"its own process; auto: one per usable CPU, at most {AUTO_JOBS_CAP} (1)",
+        f"its own process; auto: one per usable CPU, at most {AUTO_JOBS_CAP}; 1: all in this process "
+        "(default: auto)",
     )
     _max_line_bytes(replay_cmd)
     replay_cmd.set_defaults(func=_replay)

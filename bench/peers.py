@@ -28,15 +28,16 @@ def start_kube() -> tuple[kube_peer.KubePeer, kube_peer._Starter]:
 
 
 def start_litellm() -> litellm_peer._Starter:
-    """Start the real LiteLLM in the background (about 1.5 min with a reused ROOT); ``wait`` later."""
-    starter = litellm_peer._Starter()
-    if litellm_peer._configured() is None:
+    """Start the real LiteLLM (the tests' LATEST peer) in the background (about 1.5 min with a reused
+    ROOT); ``wait`` later."""
+    starter = litellm_peer._Starter(litellm_peer.LATEST, litellm_peer.PEER_CONFIG)
+    if litellm_peer._configured(litellm_peer.LATEST) is None:
         starter.start()
     return starter
 
 
 def wait_litellm(starter: litellm_peer._Starter, timeout: float = 600.0) -> litellm_peer.LiteLLMPeer:
-    configured = litellm_peer._configured()
+    configured = litellm_peer._configured(litellm_peer.LATEST)
     if configured is not None:
         return configured
     peer = starter.wait(timeout)

@@ -43,7 +43,7 @@ from catalog_core.evolve import evolve
 from catalog_core.fold import step
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
-from catalog_core.sources.litellm_row import whitelist_row
+from catalog_core.sources.litellm_row import observed_row
 from catalog_core.state import CatalogState
 
 
@@ -78,7 +78,7 @@ class SimulatedWorld:
     writes: list[Command] = attrs.field(factory=list)  # every write carried out, in order
 
     def rows_event(self) -> LiteLLMRowsObserved:
-        return LiteLLMRowsObserved(tuple(whitelist_row(self.info_row(k)) for k in sorted(self.rows)))
+        return LiteLLMRowsObserved(tuple(observed_row(self.info_row(k)) for k in sorted(self.rows)))
 
     def info_row(self, rid: str) -> dict[str, Any]:
         """A row as ``GET /model/info`` shows it: what was written, with the model map filled in."""

@@ -127,8 +127,8 @@ def parse_body(content: bytes) -> Any:
 
 
 class LiteLLMClient:
-    """``info``, ``new``, ``patch_update``, ``update`` (the old merge endpoint), ``delete``, and
-    ``readiness`` for ``model-catalog check``.
+    """``info``, ``info_of``, ``new``, ``patch_update``, ``update`` (the old merge endpoint), ``delete``,
+    and ``readiness`` for ``model-catalog check``.
 
     Every call passes the timeout explicitly. ``transport`` lets tests plug in the fake
     (``httpx.MockTransport(fake.handle)``).
@@ -180,6 +180,12 @@ class LiteLLMClient:
     async def info(self, *, parse: Callable[[bytes], Any] | None = None) -> Answer:
         """``parse``: reads the body instead of ``parse_body`` (the observer pauses the collector)."""
         return await self._call("GET", "/model/info", parse=parse)
+
+    async def info_of(self, model_id: str) -> Answer:
+        """``GET /model/info?litellm_model_id=ID``: that one row (``{"data": [row]}``), or 400 "... not found
+        on litellm proxy". A lookup, not a listing: a release that hides rows from the listing
+        (``model_list_healthy_only``) still answers it."""
+        return await self._call("GET", f"/model/info?litellm_model_id={quote(model_id, safe='')}")
 
     async def readiness(self, *, details: bool = False) -> Answer:
         """``GET /health/readiness`` (public), or ``/health/readiness/details`` (authenticated: where newer

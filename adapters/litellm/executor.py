@@ -143,6 +143,10 @@ class WriteHooks(Protocol):
 
     def reobserve(self) -> None: ...
 
+    def present(self, model_id: str) -> None: ...
+
+    def absent(self, model_id: str) -> None: ...
+
     def write_answered(self, status: PeerStatus, detail: str = "") -> None: ...
 
 
@@ -156,6 +160,12 @@ class NoHooks:
         pass
 
     def reobserve(self) -> None:
+        pass
+
+    def present(self, model_id: str) -> None:
+        pass
+
+    def absent(self, model_id: str) -> None:
         pass
 
     def write_answered(self, status: PeerStatus, detail: str = "") -> None:
@@ -225,7 +235,8 @@ class LiteLLMExecutor:
     ) -> CommandCompleted:
         secrets = self._secrets(command)
         if isinstance(command, DeleteLiteLLMModel):
-            mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
+            rid = command.model_id
+            mapped = await self._send(Op.DELETE, rid, self._client.delete(rid), secrets)
             async with self._hooks.answered():
                 return self._complete(command, mapped)
 
@@ -247,14 +258,15 @@ class LiteLLMExecutor:
         if refused is not None:
             return self._complete(command, refused)
 
+        rid = command.model_id
         if isinstance(command, UpdateLiteLLMModel):
-            mapped = await self._send(Op.UPDATE, self._client.patch_update(command.model_id, body), secrets)
+            mapped = await self._send(Op.UPDATE, rid, self._client.patch_update(rid, body), secrets)
         elif isinstance(command, CreateLiteLLMModel):
-            mapped = await self._send(Op.CREATE, self._client.new(body), secrets)
+            mapped = await self._send(Op.CREATE, rid, self._client.new(body), secrets)
         else:
-            mapped = await self._send(Op.DELETE, self._client.delete(command.model_id), secrets)
+            mapped = await self._send(Op.DELETE, rid, self._client.delete(rid), secrets)
             if mapped.outcome is Outcome.APPLIED:
-                mapped = await self._send(Op.CREATE, self._client.new(body), secrets)
+                mapped = await self._send(Op.CREATE, rid, self._client.new(body), secrets)
                 if mapped.outcome is not Outcome.APPLIED and not mapped.reobserve:
                     # The old row is gone but no new one exists: the core must see that.
                     self._hooks.reobserve()
@@ -278,14 +290,20 @@ class LiteLLMExecutor:
                 secrets.extend(credential_parts(api_base))
         return secrets
 
-    async def _send(self, op: Op, call: Awaitable[Answer], secrets: Sequence[str]) -> Mapped:
-        """Send, classify, and make the detail safe (scrubbed, then shortened) before it goes anywhere."""
+    async def _send(self, op: Op, model_id: str, call: Awaitable[Answer], secrets: Sequence[str]) -> Mapped:
+        """Send, classify, and make the detail safe (scrubbed, then shortened) before it goes anywhere.
+        The observer learns whether LiteLLM now holds the row: a listing that leaves out a row it holds
+        (one hidden as unhealthy) then makes it look the row up instead of reading it as missing."""
         try:
             answer: Answer | LiteLLMTransportError = await call
         except LiteLLMTransportError as exc:
             answer = exc
         mapped = classify(op, answer)
         mapped = attrs.evolve(mapped, detail=safe_text(mapped.detail, secrets))
+        if mapped.outcome is Outcome.APPLIED:
+            (self._hooks.absent if op is Op.DELETE else self._hooks.present)(model_id)
+        elif mapped.reason == RetryReason.DUPLICATE_ID:
+            self._hooks.present(model_id)
         if isinstance(answer, Answer):
             self._hooks.wrote()
         self._hooks.write_answered(mapped.peer, mapped.detail if mapped.peer is not PeerStatus.OK else "")
@@ -354,9 +372,22 @@ def _env_reference(value: Any, path: str) -> str | None:
 def _body(
     command: CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel, api_key: str | None
 ) -> dict[str, Any]:
-    params = dict(command.litellm_params.value())
+    """The request body. No key is ever sent as null: an update merges what it is given, and newer
+    LiteLLM releases read an explicit null as "clear this field" (1.108.7 for prices and credentials,
+    later ones for any). The core never means that (a field it drops takes a fresh row), so a null that
+    got into a command by accident is left out rather than sent."""
+    params = _without_nulls(command.litellm_params.value())
     if api_key is not None:
         params["api_key"] = api_key
-    info = dict(command.model_info.value())
+    info = _without_nulls(command.model_info.value())
     info["id"] = command.model_id
     return {"model_name": command.model_name, "litellm_params": params, "model_info": info}
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every key whose value is null left out, at any depth."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value

@@ -1,7 +1,10 @@
-"""An in-process fake of LiteLLM's admin API that answers like LiteLLM 1.108.7 in DB mode.
+"""An in-process fake of LiteLLM's admin API that answers like LiteLLM in DB mode, as one release does
+(``release``: ``LITELLM_1_108`` by default, or ``LITELLM_1_84``, the appliance's; see ``Release`` for
+where they differ).
 
 Every behaviour here was measured on the real proxy and is pinned by
-``tests/adapters/litellm/test_contract.py``, which runs the same assertions against both:
+``tests/adapters/litellm/test_contract.py``, which runs the same assertions against the fake and the real
+proxy of each release:
 
 - ``GET /model/info``: ``{"data": [{model_name, litellm_params, model_info}]}``; but a proxy that started
   with no models at all answers 500 ``{"detail": {"error": "LLM Model List not loaded in..."}}`` until
@@ -10,15 +13,20 @@ Every behaviour here was measured on the real proxy and is pinned by
   LiteLLM's keys (``db_model``, ``key``, ``litellm_provider``, cost fields, ``max_tokens: null``...).
   Keys a row does not set itself (``max_input_tokens``, ``max_output_tokens``, ``mode``...) are filled
   from LiteLLM's model map, keyed by ``litellm_params.model``: the built-in entries of known models,
-  overwritten by whatever any row with the same ``model`` registered (last write wins, and it stays
-  after that row is deleted).
+  overwritten by whatever a row with the same ``model`` registered (last write wins, and it stays after
+  that row is deleted). Rows register when LiteLLM builds its router (the rows in the database at start,
+  or the first row added to a proxy that had none) and, on 1.108.7 but not 1.84.0, whenever one is
+  added or updated. ``?litellm_model_id=ID``: that row alone, or 400 "Model id = ID not
+  found on litellm proxy". With ``healthy_only_listing`` (``model_list_healthy_only``, 1.108.7) the
+  listing leaves out the rows of a model name whose rows are all ``unhealthy``; the lookup by id does not.
 - ``POST /model/new``: an existing id -> 500 (opaque message); top-level ``model_name`` or
   ``litellm_params`` missing -> 500; ``litellm_params.model`` missing, a non-integer tpm/rpm/order,
   a non-string name -> 422; no ``model_info.id`` -> a random UUID id. The echo is "encrypted".
 - ``POST /model/update`` (old): 400 without model_info, 400 "model not found" for an unknown id;
   merges ``litellm_params`` (null keeps), drops ``order`` unless given, ignores ``model_info``.
-- ``PATCH /model/{id}/update``: merges ``litellm_params`` and ``model_info`` one level deep (null or
-  absent keeps the old value, a nested object is replaced whole), the path id wins; unknown -> 404.
+- ``PATCH /model/{id}/update``: merges ``litellm_params`` and ``model_info`` one level deep (absent keeps
+  the old value, and so does null except for the fields a release clears on an explicit null, e.g.
+  prices on 1.108.7; a nested object is replaced whole), the path id wins; unknown -> 404.
 - ``POST /model/delete``: unknown id -> 400 "... not found in db"; no id -> 422.
 - A wrong or missing master key -> 401 on every endpoint; a wrong one's text quotes its last four
   characters and its SHA-256.
@@ -120,6 +128,53 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
 # model_info keys a row registers into the shared model map (measured: both limits leak across rows).
 _REGISTERED_KEYS = ("max_input_tokens", "max_output_tokens", "max_tokens", "mode")
 _INT_PARAMS = ("tpm", "rpm", "order", "max_parallel_requests", "max_retries")
+# Prices LiteLLM 1.108.7 clears when an update sends them as an explicit null (its mirrored pricing params).
+_PRICES = frozenset(
+    {
+        "input_cost_per_token",
+        "output_cost_per_token",
+        "input_cost_per_character",
+        "output_cost_per_character",
+        "input_cost_per_second",
+        "output_cost_per_second",
+        "cache_read_input_token_cost",
+        "cache_creation_input_token_cost",
+    }
+)
+
+
+@attrs.frozen
+class Release:
+    """Where LiteLLM releases answer a controller differently (each measured on the real proxy)."""
+
+    name: str
+    # A row added while it runs registers its limits under its ``litellm_params.model``, which fills them
+    # in for the other rows of that model. (Every release registers the rows its router is built with:
+    # those in the database at start, or the first row added to a proxy that had none.)
+    shares_registered_limits: bool
+    # The 401 text for a wrong master key quotes its last four characters and its SHA-256.
+    quotes_refused_key: bool
+    # Fields an explicit null in PATCH /model/{id}/update clears (null keeps every other field).
+    null_clears: frozenset[str]
+    # ``general_settings.model_list_healthy_only`` exists (rows of an unhealthy name hidden from listings).
+    has_healthy_only_listing: bool
+
+
+LITELLM_1_108 = Release(
+    "1.108.7",
+    shares_registered_limits=True,
+    quotes_refused_key=False,
+    null_clears=_PRICES,
+    has_healthy_only_listing=True,
+)
+LITELLM_1_84 = Release(
+    "1.84.0",
+    shares_registered_limits=False,
+    quotes_refused_key=True,
+    null_clears=frozenset(),
+    has_healthy_only_listing=False,
+)
+RELEASES = {r.name: r for r in (LITELLM_1_84, LITELLM_1_108)}
 
 
 @attrs.define
@@ -171,8 +226,7 @@ def _error(
 
 
 def _refused_key(key: str) -> tuple[int, Any]:
-    """LiteLLM's answer to a key it does not know, as 1.84.0 (the appliance's) words it: the key's last
-    four characters and its SHA-256."""
+    """LiteLLM 1.84.0's answer to a key it does not know: its last four characters and its SHA-256."""
     digest = hashlib.sha256(key.encode()).hexdigest()
     return _error(
         401,
@@ -198,8 +252,20 @@ def _opaque(value: Any) -> Any:
 class FakeLiteLLM:
     """LiteLLM's model-management endpoints over an in-memory table."""
 
-    def __init__(self, master_key: str = "sk-test") -> None:
+    def __init__(
+        self,
+        master_key: str = "sk-test",
+        *,
+        release: Release = LITELLM_1_108,
+        healthy_only_listing: bool = False,
+    ) -> None:
+        """``healthy_only_listing``: ``model_list_healthy_only`` is on (a release that has it)."""
+        if healthy_only_listing and not release.has_healthy_only_listing:
+            raise ValueError(f"LiteLLM {release.name} has no model_list_healthy_only")
         self._master_key = master_key
+        self.release = release
+        self.healthy_only_listing = healthy_only_listing
+        self.unhealthy: set[str] = set()  # ids that failed LiteLLM's background health check
         self._rows: dict[str, _Row] = {}
         self._loaded = False  # LiteLLM's model list exists once any model was added since start
         self._model_map: dict[str, dict[str, Any]] = copy.deepcopy(KNOWN_MODELS)
@@ -236,7 +302,7 @@ class FakeLiteLLM:
         model_id = str(info.get("id") or uuid.uuid4())
         info["id"] = model_id
         self._rows[model_id] = _Row(model_name, dict(litellm_params), info)
-        self._register(self._rows[model_id])
+        self._register(self._rows[model_id], building=not self._loaded)
         self._loaded = True
         return model_id
 
@@ -245,8 +311,17 @@ class FakeLiteLLM:
         built-in entries and the rows register again, in order; no model list without rows."""
         self._model_map = copy.deepcopy(KNOWN_MODELS)
         for row in self._rows.values():
-            self._register(row)
+            self._register(row, building=True)
         self._loaded = bool(self._rows)
+
+    def hidden_names(self) -> set[str]:
+        """Model names the listing leaves out: every row of the name unhealthy (healthy-only listing)."""
+        if not self.healthy_only_listing or not self.unhealthy:
+            return set()
+        healthy: dict[str, bool] = {}
+        for model_id, row in self._rows.items():
+            healthy[row.model_name] = healthy.get(row.model_name, False) or model_id not in self.unhealthy
+        return {name for name, any_healthy in healthy.items() if not any_healthy}
 
     def remove(self, model_id: str) -> None:
         """Delete a row behind the controller's back."""
@@ -346,14 +421,22 @@ class FakeLiteLLM:
         if not auth:
             return _error(401, "Authentication Error, No api key passed in.")
         if auth != f"Bearer {self._master_key}":
-            return _refused_key(auth.removeprefix("Bearer "))
+            if self.release.quotes_refused_key:
+                return _refused_key(auth.removeprefix("Bearer "))
+            return _error(
+                401, "Authentication Error, Invalid API key provided.", "token_not_found_in_db", "key"
+            )
         if endpoint == INFO:
             if not self._loaded:
                 return 500, {"detail": {"error": _NOT_LOADED}}
             wanted = query.get("litellm_model_id")
-            return 200, {
-                "data": [self._public(r) for i, r in self._rows.items() if not wanted or i in wanted]
-            }
+            if wanted:
+                row = self._rows.get(wanted[0])
+                if row is None:
+                    return 400, {"detail": {"error": f"Model id = {wanted[0]} not found on litellm proxy"}}
+                return 200, {"data": [self._public(row)]}
+            hidden = self.hidden_names()
+            return 200, {"data": [self._public(r) for r in self._rows.values() if r.model_name not in hidden]}
         try:
             doc = json.loads(body or b"null")
         except ValueError:
@@ -383,7 +466,7 @@ class FakeLiteLLM:
         params = {k: v for k, v in _ints(doc["litellm_params"]).items() if v is not None}
         row = _Row(doc["model_name"], params, {k: v for k, v in info.items() if v is not None})
         self._rows[model_id] = row
-        self._register(row)
+        self._register(row, building=not self._loaded)
         self._loaded = True
         return 200, self._echo(model_id, row)
 
@@ -418,9 +501,14 @@ class FakeLiteLLM:
         if row is None:
             return _error(404, f"Model {model_id} not found on proxy.", "not_found_error", None)
         params = dict(row.params)
-        params.update({k: v for k, v in _ints(doc.get("litellm_params") or {}).items() if v is not None})
+        sent_params = _ints(doc.get("litellm_params") or {})
+        params.update({k: v for k, v in sent_params.items() if v is not None})
         info = dict(row.info)
-        info.update({k: v for k, v in dict(doc.get("model_info") or {}).items() if v is not None})
+        sent_info = dict(doc.get("model_info") or {})
+        info.update({k: v for k, v in sent_info.items() if v is not None})
+        for key in self.release.null_clears:  # an explicit null in litellm_params clears these
+            if key in sent_params and sent_params[key] is None:
+                params.pop(key, None)
         info["id"] = model_id
         name = doc.get("model_name")
         row = _Row(name if isinstance(name, str) else row.model_name, params, info)
@@ -443,9 +531,11 @@ class FakeLiteLLM:
         self._rows.pop(model_id, None)
         self._rows[model_id] = row  # LiteLLM lists a row it just updated last
 
-    def _register(self, row: _Row) -> None:
+    def _register(self, row: _Row, *, building: bool = False) -> None:
+        """``building``: the row is one the router is built with (at start, or the first of an empty
+        proxy), which every release registers."""
         model = row.params.get("model")
-        if not isinstance(model, str):
+        if not isinstance(model, str) or not (building or self.release.shares_registered_limits):
             return
         entry = self._model_map.setdefault(model, {})
         for key in _REGISTERED_KEYS:
@@ -647,8 +737,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=4000)
     parser.add_argument("--master-key", default="sk-test")
+    parser.add_argument("--release", choices=sorted(RELEASES), default=LITELLM_1_108.name)
     args = parser.parse_args(argv)
-    fake = FakeLiteLLM(args.master_key)
+    fake = FakeLiteLLM(args.master_key, release=RELEASES[args.release])
 
     async def serve() -> None:
         async with fake.serving(args.host, args.port) as url:

@@ -2,8 +2,16 @@
 
 Polls happen every ``resync_seconds``, shortly after the executor's writes (debounced), at once when the
 executor asks (a 500 on create: the row probably exists), and with backoff while LiteLLM is unreachable.
-Rows are reduced with ``whitelist_row`` before they become an event: credentials in other rows' params
-never enter the core. A failed poll becomes ``LiteLLMUnreachable`` — sent only when the status changes.
+Rows are reduced with ``observed_row`` (``whitelist_row``, and no limit LiteLLM took from another row
+for one of ours) before they become an event: credentials in other rows' params never enter the core.
+A failed poll becomes ``LiteLLMUnreachable`` — sent only when the status changes.
+
+The listing is not always every row: with ``model_list_healthy_only`` (newer releases) LiteLLM leaves out
+the rows of a model name whose deployments all failed its background health check. Read as missing, such
+a row would be created again (LiteLLM refuses: the id exists) for as long as it stays unhealthy. So a
+row LiteLLM is known to hold (listed before, written by us, or refused as an existing id) that the
+listing leaves out is looked up by id (``info_of``, which no listing filter applies to): found, it is
+observed as it is; "not found", it is gone.
 
 The observer is also the executor's ``WriteHooks``: a write's outcome is computed under its lock
 shared, polls hold it exclusively (see ``adapters.litellm.sync`` for why that keeps every observation
@@ -28,7 +36,7 @@ from adapters.litellm.client import TOO_LARGE, Answer, LiteLLMClient, LiteLLMTra
 from adapters.litellm.scrub import safe_text
 from adapters.litellm.sync import SharedExclusiveLock
 from catalog_core.events import Event, LiteLLMRowsObserved, LiteLLMUnreachable
-from catalog_core.sources.litellm_row import whitelist_row
+from catalog_core.sources.litellm_row import observed_row
 
 log = logging.getLogger("model_catalog.litellm")
 
@@ -36,6 +44,9 @@ DEFAULT_RESYNC_SECONDS = 30.0
 DEFAULT_DEBOUNCE_SECONDS = 0.2
 DEFAULT_MAX_DEBOUNCE_SECONDS = 2.0
 UNREACHABLE_POLL_CAP = 10.0  # seconds: the longest wait between polls while LiteLLM does not answer
+# Rows left out of a listing that one poll looks up by id (~15 ms each): the others are observed as they
+# were last looked up (a row never looked up yet counts as missing until its turn, which comes first).
+MAX_LOOKUPS_PER_POLL = 100
 # A poll after writes waits at least this many times as long as the last poll took, so re-reading every
 # row after writes takes at most ~1/10 of the time: at 10,000 rows a poll takes ~0.1 s, and polls hold
 # the writes back (see sync) and keep the loop busy. At a hundred rows it is a few ms: no wait to speak of.
@@ -127,7 +138,14 @@ class LiteLLMObserver:
         self._last_poll_cost = 0.0  # seconds the last poll that saw rows took
         self._wake = anyio.Event()
         self.polls = 0
+        self.lookups = 0  # rows left out of a listing, looked up by id
         self.collector = CollectorPause(pause_collector)
+        # Ids LiteLLM holds as far as we know: listed, written, or refused as existing. Forgotten only
+        # once a lookup says "not found" or our delete was applied.
+        self._held: set[str] = set()
+        # Held rows a listing left out: as last looked up, and the poll that looked each one up.
+        self._hidden: dict[str, Mapping[str, Any]] = {}
+        self._looked_up: dict[str, int] = {}
 
     # --- WriteHooks, used by the executor
     def answered(self) -> AbstractAsyncContextManager[None]:
@@ -159,6 +177,15 @@ class LiteLLMObserver:
         """Poll as soon as possible (e.g. after a 500 on create: the row is probably there)."""
         self._urgent = True
         self._poke()
+
+    def present(self, model_id: str) -> None:
+        """LiteLLM holds this row (a write of it applied, or a create refused as an existing id): a
+        listing that leaves it out makes the next poll look it up."""
+        self._held.add(model_id)
+
+    def absent(self, model_id: str) -> None:
+        """Our delete of this row applied: a listing without it is what we expect."""
+        self._held.discard(model_id)
 
     def write_answered(self, status: PeerStatus, detail: str = "") -> None:
         """What a write learned about LiteLLM. A change from what the core was told makes the next
@@ -243,17 +270,55 @@ class LiteLLMObserver:
         except Exception as exc:  # the source never dies: anything else is an error status
             return None, PeerStatus.ERROR, f"GET /model/info: {type(exc).__name__}"
         if no_models_loaded(answer):
+            self._held.clear()  # no row at all
+            self._hidden.clear()
             return LiteLLMRowsObserved(()), PeerStatus.OK, ""
         if not answer.ok:
-            # Logged and sent to the core (the event log, replay): scrubbed, then shortened.
-            detail = safe_text(
-                f"HTTP {answer.status}: {answer.error_message()}", self._client.secrets_to_scrub()
-            )
-            return None, status_of_http(answer.status), detail
+            return None, status_of_http(answer.status), self._failed(answer)
         rows = _rows(answer.body)
         if rows is None:
             return None, PeerStatus.ERROR, "GET /model/info: unexpected answer shape (no data list)"
-        return LiteLLMRowsObserved(await _whitelisted(rows)), PeerStatus.OK, ""
+        try:
+            hidden = await self._left_out(rows)
+        except LiteLLMTransportError as exc:
+            return None, PeerStatus.UNREACHABLE, exc.detail
+        except Exception as exc:
+            return None, PeerStatus.ERROR, f"GET /model/info?litellm_model_id: {type(exc).__name__}"
+        if isinstance(hidden, Answer):
+            return None, status_of_http(hidden.status), self._failed(hidden)
+        return LiteLLMRowsObserved(await _whitelisted([*rows, *hidden])), PeerStatus.OK, ""
+
+    def _failed(self, answer: Answer) -> str:
+        """A failed answer's detail, logged and sent to the core (the event log, replay): scrubbed, then
+        shortened."""
+        return safe_text(f"HTTP {answer.status}: {answer.error_message()}", self._client.secrets_to_scrub())
+
+    async def _left_out(self, rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]] | Answer:
+        """The rows LiteLLM holds that the listing left out: looked up by id, at most
+        ``MAX_LOOKUPS_PER_POLL`` a poll (those looked up longest ago first), the others as they were
+        last looked up. A lookup that fails (not "not found") is the poll's answer."""
+        listed = {_row_id(row) for row in rows}
+        self._held.update(i for i in listed if i is not None)
+        left_out = {i for i in self._held if i not in listed}
+        self._hidden = {i: row for i, row in self._hidden.items() if i in left_out}
+        turn = sorted(left_out, key=lambda i: (self._looked_up.get(i, -1), i))[:MAX_LOOKUPS_PER_POLL]
+        self._looked_up = {i: n for i, n in self._looked_up.items() if i in left_out}
+        for model_id in turn:
+            self.lookups += 1
+            self._looked_up[model_id] = self.polls
+            answer = await self._client.info_of(model_id)
+            if not answer.ok and not _not_found(answer):
+                return answer
+            same = [row for row in _rows(answer.body) or () if _row_id(row) == model_id] if answer.ok else []
+            if same:
+                self._hidden[model_id] = same[0]
+            else:  # "not found": gone
+                self._held.discard(model_id)
+                self._hidden.pop(model_id, None)
+                self._looked_up.pop(model_id, None)
+        if self._hidden:
+            log.debug("%d row(s) left out of /model/info are held by LiteLLM", len(self._hidden))
+        return list(self._hidden.values())
 
     def _poke(self) -> None:
         self._wake.set()
@@ -287,15 +352,27 @@ WHITELIST_CHUNK = 500  # rows reduced between two checkpoints (~1.5 ms)
 
 
 async def _whitelisted(rows: list[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
-    """The rows reduced by ``whitelist_row``, letting the other tasks run between chunks: at 10,000 rows
+    """The rows reduced by ``observed_row``, letting the other tasks run between chunks: at 10,000 rows
     the pass takes ~30 ms, and a loop that long bunches the watch's deliveries, which the core's burst
     probe would read as rows changing together (issue 15)."""
     out: list[dict[str, Any]] = []
     for start in range(0, len(rows), WHITELIST_CHUNK):
         if start:
             await anyio.lowlevel.checkpoint()
-        out.extend(whitelist_row(r) for r in rows[start : start + WHITELIST_CHUNK])
+        out.extend(observed_row(r) for r in rows[start : start + WHITELIST_CHUNK])
     return tuple(out)
+
+
+def _row_id(row: Mapping[str, Any]) -> str | None:
+    info = row.get("model_info")
+    model_id = info.get("id") if isinstance(info, Mapping) else None
+    return model_id if isinstance(model_id, str) else None
+
+
+def _not_found(answer: Answer) -> bool:
+    """LiteLLM's answer to a lookup of an id it does not hold: 400 "Model id = ... not found on litellm
+    proxy" (both releases measured)."""
+    return answer.status in (400, 404) and "not found" in answer.error_message().lower()
 
 
 def _rows(body: Any) -> list[Mapping[str, Any]] | None:

@@ -10,8 +10,7 @@ from catalog_core.commands import (
     UpdateLiteLLMModel,
 )
 from catalog_core.external_fields import PARAMS
-from catalog_core.rules.routes import SET_KEYS_KEY
-from catalog_core.sources.litellm_row import PARAM_KEYS, LiteLLMRow
+from catalog_core.sources.litellm_row import PARAM_KEYS, SET_KEYS_KEY, LiteLLMRow
 from catalog_core.state import CatalogState, DesiredRoute
 
 # For rows written before ai_appliance_set_keys existed: keys LiteLLM never fills in by itself.

@@ -12,11 +12,11 @@ from catalog_core.keys import ItemKey
 from catalog_core.sources.external import ExternalModel
 from catalog_core.sources.freetoken import FreeTokenRuntime
 from catalog_core.sources.kubeai import KubeAIModel
+from catalog_core.sources.litellm_row import SET_KEYS_KEY
 from catalog_core.state import DesiredRoute
 from catalog_core.values import OWNER, ModelType, Source
 
 SPEC_HASH_KEY = "ai_appliance_spec_hash"
-SET_KEYS_KEY = "ai_appliance_set_keys"
 _OPTIONAL_INFO = ("max_input_tokens", "max_output_tokens", "features", "ai_appliance_scheduler")
 NO_KEY = LiteralKey("none")
 

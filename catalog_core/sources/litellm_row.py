@@ -30,6 +30,12 @@ from catalog_core.values import (
 # What is compared with the route on every read: the parameters the controller sets and the declared
 # optional fields LiteLLM returns (external_fields.FIELDS).
 PARAM_KEYS = (*FIXED_PARAMS, *READ_BACK_PARAMS)
+# Where a row of ours records the optional keys it set (LiteLLM fills others in; see observed_row).
+SET_KEYS_KEY = "ai_appliance_set_keys"
+# The limits LiteLLM fills into a row that does not set them, and the prices that show its own model map
+# knows the row's model.
+FILLED_LIMITS = ("max_input_tokens", "max_output_tokens")
+PRICE_KEYS = ("input_cost_per_token", "output_cost_per_token")
 # Where a row states its limits, first positive wins (behaviour §5.2). LiteLLM fills max_input_tokens and
 # max_output_tokens from its own model map, so a known model has limits even when no source gave any.
 # Never max_tokens (behaviour §11): LiteLLM uses it for the output limit of some models.
@@ -67,6 +73,38 @@ def whitelist_row(row: Mapping[str, Any]) -> dict[str, Any]:
             if v is not None and (k in _INFO_KEYS or (isinstance(k, str) and k.startswith("ai_appliance_")))
         },
     }
+
+
+def observed_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What the observer sends for one /model/info row (behaviour §5.2): ``whitelist_row``, less, on a row
+    of ours, a limit LiteLLM filled in for a model it has no price for.
+
+    LiteLLM fills the limits a row does not set from its model map under the row's
+    ``litellm_params.model``: the built-in entries (a price list: a model it knows has a price), and the
+    limits other rows of that model registered there (1.108.7 for every row it adds, 1.84.0 for the rows
+    it starts with; deleted rows' stay). For a model it has no price for, such a limit is another row's,
+    not this one's: the published figure of a model of ours is then the source's, or none, whichever
+    release runs. A legacy row (no set-keys record) is kept as it is."""
+    clean = whitelist_row(row)
+    info = raw.mapping(row, "model_info")
+    set_keys = info.get(SET_KEYS_KEY)
+    if not _owned(info) or not isinstance(set_keys, list) or _priced(info):
+        return clean
+    kept = clean["model_info"]
+    for key in FILLED_LIMITS:
+        if key in kept and f"model_info.{key}" not in set_keys:
+            del kept[key]
+    return clean
+
+
+def _priced(info: Mapping[str, Any]) -> bool:
+    """LiteLLM reports a price for the row's model: its own model map knows it (a limit another row
+    registered brings no price: LiteLLM leaves prices out of what rows register for a shared model)."""
+    for key in PRICE_KEYS:
+        value = info.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return True
+    return False
 
 
 def _owned(info: Mapping[str, Any]) -> bool:

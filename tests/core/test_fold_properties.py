@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog_core import registry
-from catalog_core.commands import DeleteLiteLLMModel, plain
+from catalog_core.commands import (
+    CreateLiteLLMModel,
+    DeleteLiteLLMModel,
+    RecreateLiteLLMModel,
+    UpdateLiteLLMModel,
+    plain,
+)
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind, SourceListed, Ticked
 from catalog_core.fold import fold, initial_state
@@ -238,3 +244,26 @@ def test_deletes_only_target_rows_we_own(world):
 def test_fold_of_nothing_is_quiet():
     _, commands = fold(initial_state(CFG), [Ticked(1.0), Ticked(2.0)])
     assert [type(x).__name__ for x in commands] == ["WatchSecrets"]  # nothing else until sources are listed
+
+
+def _nulls(value, path=""):
+    if value is None:
+        return [path or "the value"]
+    if isinstance(value, dict):
+        return [n for k, v in value.items() for n in _nulls(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [n for i, v in enumerate(value) for n in _nulls(v, f"{path}[{i}]")]
+    return []
+
+
+@settings(max_examples=30)
+@given(gen.cluster())
+def test_no_litellm_write_carries_a_null(world):
+    """Newer LiteLLM releases read an explicit null in an update as "clear this field": the core never
+    means that (a dropped field takes a fresh row), and the executor leaves any null out besides."""
+    objs, rows = world
+    c = Cluster()
+    c.start(*objs, rows=rows)
+    for x in c.commands:
+        if isinstance(x, CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel):
+            assert _nulls(x.litellm_params.value()) == [] and _nulls(x.model_info.value()) == [], x

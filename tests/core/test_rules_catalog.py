@@ -293,7 +293,15 @@ def test_a_catalog_that_outgrows_one_configmap_is_not_written_and_the_last_one_s
 
 # --- compatibility with today's controller (behaviour §5.2, issue 11)
 GPT_4O_MINI = {"name": "gpt-4o-mini", "model": "openai/gpt-4o-mini", "apiKey": "sk-x"}
-LITELLM_MODEL_MAP = {"openai/gpt-4o-mini": {"max_input_tokens": 128000, "max_output_tokens": 16384}}
+# LiteLLM's model map as /model/info shows it for a model it knows: limits and prices.
+LITELLM_MODEL_MAP = {
+    "openai/gpt-4o-mini": {
+        "max_input_tokens": 128000,
+        "max_output_tokens": 16384,
+        "input_cost_per_token": 1.5e-07,
+        "output_cost_per_token": 6e-07,
+    }
+}
 
 
 def test_limits_litellm_reports_are_published_when_the_source_gives_none():
@@ -317,6 +325,23 @@ def test_a_limit_the_source_gives_wins_over_the_one_litellm_fills_in():
     c.start(b.external_configmap([GPT_4O_MINI | {"contextWindow": 32000}]))
     entry = c.entry("gpt-4o-mini")
     assert (entry["contextWindow"], entry["maxOutputTokens"]) == (32000, 16384)
+
+
+def test_a_limit_another_row_registered_for_a_custom_model_of_ours_is_not_its_figure():
+    """LiteLLM fills a row's unset limits from what other rows of the same ``model`` registered (1.108.7
+    for every row, 1.84.0 for the rows it starts with), with no price: the model is not in its own map.
+    A custom model of ours then publishes what its source gives, or none, on every release; a row of
+    another owner keeps what LiteLLM reports for it."""
+    custom = {"name": "mct-custom", "model": "openai/mct-custom", "apiKey": "sk-x"}
+    c = Cluster()
+    c.world.model_map = {"openai/mct-custom": {"max_input_tokens": 65536, "max_output_tokens": 2048}}
+    mesh = b.row("mct-custom-mesh", "mesh-1", owner="private-mesh")
+    mesh["litellm_params"]["model"] = "openai/mct-custom"
+    c.start(b.external_configmap([custom]), rows=[mesh])
+    assert "contextWindow" not in c.entry("mct-custom") and "maxOutputTokens" not in c.entry("mct-custom")
+    assert c.entry("mct-custom-mesh")["contextWindow"] == 65536
+    c.apply(b.external_configmap([custom | {"contextWindow": 8192}]))
+    assert c.entry("mct-custom")["contextWindow"] == 8192 and "maxOutputTokens" not in c.entry("mct-custom")
 
 
 def test_foreign_rows_limits_from_every_key_the_contract_names():

@@ -152,3 +152,19 @@ def test_jobs_auto_is_one_part_per_usable_cpu_within_the_cap(
     with pytest.raises(SystemExit):
         cli.main(["replay", str(example_log), "--verify", "--jobs", "all"])
     assert "'all' is not a positive integer" in capsys.readouterr().err
+
+
+def test_verify_without_jobs_runs_one_part_per_usable_cpu_and_jobs_1_keeps_one_process(
+    example_log: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command as users run it (no --jobs) uses every CPU it may run on; --jobs 1 verifies in one
+    process."""
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    code = cli.main(["replay", str(example_log), "--verify"])
+    default_out, err = capsys.readouterr()
+    assert code == replay.EXIT_OK, err
+    assert "verifying in 3 parts at once" in err  # both snapshots cut it: three parts for eight CPUs
+    code = cli.main(["replay", str(example_log), "--verify", "--jobs", "1"])
+    one_out, err = capsys.readouterr()
+    assert code == replay.EXIT_OK, err
+    assert "parts at once" not in err and one_out == default_out

@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if item.get_closest_marker("faults") is not None:
             wanted = True
-    if wanted and not os.environ.get("MODEL_CATALOG_FAULTS_NO_PEER"):
+    if wanted and not os.environ.get("MODEL_CATALOG_FAULTS_NO_PEER") and not config.option.collectonly:
         _PEER.kick()
 
 

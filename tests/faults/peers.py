@@ -248,8 +248,10 @@ class ServedFake:
 class RealLiteLLMRestarter:
     """Stop and start the session's real LiteLLM peer (``tests/fixtures/litellm_peer.py``) on its ROOT."""
 
-    def __init__(self, root: str, base_url: str) -> None:
+    def __init__(self, root: str, base_url: str, start_env: Mapping[str, str]) -> None:
+        """``start_env``: what the fixture started it with besides ROOT and ports (its release, config)."""
         self.root = Path(root)
+        self.start_env = dict(start_env)
         self.port = int(base_url.rsplit(":", 1)[1].rstrip("/"))
         env_sh = (self.root / "env.sh").read_text()
         match = re.search(r"127\.0\.0\.1:(\d+)/litellm", env_sh)
@@ -259,7 +261,13 @@ class RealLiteLLMRestarter:
 
     def _run(self, script: str, timeout: float) -> float:
         began = time.monotonic()
-        env = {**os.environ, "ROOT": str(self.root), "PORT": str(self.port), "PGPORT": str(self.pgport)}
+        env = {
+            **os.environ,
+            **self.start_env,
+            "ROOT": str(self.root),
+            "PORT": str(self.port),
+            "PGPORT": str(self.pgport),
+        }
         env.pop("LITELLM_MASTER_KEY", None)
         with (self.root / f"fault-{script}.log").open("w") as log:
             done = subprocess.run(

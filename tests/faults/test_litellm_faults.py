@@ -148,7 +148,7 @@ def test_real_litellm_stopped_for_60s(suite: Suite, litellm_peer: Any) -> None:
     """The real proxy stopped (its process and database) for 60 s, then started on the same ROOT."""
     if litellm_peer.root is None:
         pytest.skip("LITELLM_BASE_URL points at a proxy this suite did not start: it cannot stop it")
-    restarter = RealLiteLLMRestarter(litellm_peer.root, litellm_peer.base_url)
+    restarter = RealLiteLLMRestarter(litellm_peer.root, litellm_peer.base_url, litellm_peer.start_env)
     stage = Stage(suite, "real-llm", litellm=(litellm_peer.base_url, litellm_peer.master_key, None))
     stage.extra_secrets.append(litellm_peer.master_key)  # the real master key must not leak either
     stage.start()

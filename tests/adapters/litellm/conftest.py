@@ -1,4 +1,8 @@
-"""One ``peer`` fixture, parametrized over the in-process fake and the real LiteLLM proxy."""
+"""One ``peer`` fixture, parametrized over the in-process fake and the real LiteLLM proxy, each of the two
+releases the project is measured against: 1.84.0 (the appliance's) and 1.108.7 (the latest). A real
+proxy is that release's peer (``tests/fixtures/litellm_peer.py``); a fake answers like that release
+(``FakeLiteLLM(release=...)``). ``peer.traits`` is what the proxy does where releases differ, probed from
+it once per session (``traits.probe``)."""
 
 from __future__ import annotations
 
@@ -11,8 +15,9 @@ import httpx
 import pytest
 
 from adapters.litellm.client import LiteLLMClient
-from adapters.litellm.fake import FakeLiteLLM
-from tests.fixtures.litellm_peer import TEST_PREFIX, LiteLLMPeer
+from adapters.litellm.fake import RELEASES, FakeLiteLLM
+from tests.adapters.litellm.traits import Traits, probe
+from tests.fixtures.litellm_peer import APPLIANCE, LATEST, TEST_PREFIX, LiteLLMPeer
 
 FAKE_URL = "http://fake-litellm.test"
 MASTER_KEY = "sk-test"
@@ -32,7 +37,14 @@ class Peer:
     master_key: str = attrs.field(repr=False)
     fake: FakeLiteLLM | None
     prefix: str  # unique per test: model names start with it, ids contain it
+    release: str = LATEST  # the release it is (a real peer) or answers like (a fake)
+    traits: Traits | None = None  # probed (``peer`` sets it; ``fake_peer`` leaves it unset)
     clients: list[LiteLLMClient] = attrs.field(factory=list)
+
+    @property
+    def probed(self) -> Traits:
+        assert self.traits is not None, "traits are probed for the parametrized peer fixture"
+        return self.traits
 
     def client(
         self, master_key: str | None = None, *, base_url: str | None = None, **kwargs: Any
@@ -71,13 +83,42 @@ def fake_peer() -> Peer:
     return Peer("fake", FAKE_URL, MASTER_KEY, FakeLiteLLM(MASTER_KEY), new_prefix())
 
 
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.litellm)])
+_PROBED: dict[tuple[str, str], Traits] = {}  # (kind, release) -> traits, once per session
+
+
+async def traits_of(kind: str, release: str, real: LiteLLMPeer | None) -> Traits:
+    """The release's traits, probed once per session: on the real peer, or on a fake of that release
+    (its own table, so a test's fake and its request counts are untouched)."""
+    key = (kind, release)
+    if key not in _PROBED:
+        if real is not None:
+            _PROBED[key] = await probe(real.base_url, real.master_key)
+        else:
+            fake = FakeLiteLLM(MASTER_KEY, release=RELEASES[release])
+            _PROBED[key] = await probe(FAKE_URL, MASTER_KEY, httpx.MockTransport(fake.handle))
+    return _PROBED[key]
+
+
+_REAL_FIXTURE = {LATEST: "litellm_peer", APPLIANCE: "litellm_appliance_peer"}
+_REAL_MARK = {LATEST: pytest.mark.litellm, APPLIANCE: pytest.mark.litellm_appliance}
+
+
+@pytest.fixture(
+    params=[
+        *(pytest.param(("fake", v), id=f"fake-{v}") for v in (APPLIANCE, LATEST)),
+        *(pytest.param(("real", v), id=f"real-{v}", marks=_REAL_MARK[v]) for v in (APPLIANCE, LATEST)),
+    ]
+)
 async def peer(request: pytest.FixtureRequest) -> AsyncIterator[Peer]:
-    if request.param == "fake":
-        handle: Peer = request.getfixturevalue("fake_peer")
+    kind, release = request.param
+    if kind == "fake":
+        fake = FakeLiteLLM(MASTER_KEY, release=RELEASES[release])
+        traits = await traits_of(kind, release, None)
+        handle = Peer("fake", FAKE_URL, MASTER_KEY, fake, new_prefix(), release, traits)
     else:
-        real: LiteLLMPeer = request.getfixturevalue("litellm_peer")
-        handle = Peer("real", real.base_url, real.master_key, None, new_prefix())
+        real: LiteLLMPeer = request.getfixturevalue(_REAL_FIXTURE[release])
+        traits = await traits_of(kind, release, real)
+        handle = Peer("real", real.base_url, real.master_key, None, new_prefix(), release, traits)
     try:
         yield handle
     finally:

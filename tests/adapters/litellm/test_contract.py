@@ -1,6 +1,9 @@
-"""The LiteLLM contract: the same assertions against the in-process fake and the real proxy (1.108.7).
+"""The LiteLLM contract: the same assertions against the in-process fake and the real proxy, each of the
+appliance's release (1.84.0) and the latest one measured (1.108.7).
 
-Whatever the fake answers here, the real proxy was seen to answer too; the adapters rely on nothing else.
+Whatever the fake answers here, the real proxy of that release was seen to answer too; the adapters rely on
+nothing else. Where releases differ, an expectation reads ``peer.probed`` (what the running proxy does,
+``traits.probe``), never the version.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from catalog_core.sources.external import ExternalModel
 from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.sources.litellm_row import LiteLLMRow, whitelist_row
 from catalog_core.values import ModelType, Source
-from tests.adapters.litellm.conftest import Peer
+from tests.adapters.litellm.conftest import Peer, traits_of
+from tests.fixtures.litellm_peer import APPLIANCE, LATEST, LiteLLMPeer
 
 pytestmark = pytest.mark.anyio
 
@@ -376,11 +380,36 @@ async def test_delete_answers(peer: Peer) -> None:
 # --- limits LiteLLM fills in
 
 
-async def test_unset_limits_are_filled_from_litellms_model_map(peer: Peer) -> None:
-    """Keys a row does not set come from LiteLLM's map for its ``model``: built-in for known models,
-    and registered by any other row with the same ``model`` (even after that row is deleted)."""
+async def test_unset_limits_of_a_model_litellm_knows_come_from_its_own_model_map(peer: Peer) -> None:
+    """Keys a row does not set come from LiteLLM's built-in map for its ``model`` (every release)."""
+    client = peer.client()
+    await created(
+        client,
+        {
+            "model_name": peer.name("gpt"),
+            "litellm_params": {"model": "openai/gpt-4o"},
+            "model_info": {"id": peer.id("gpt")},
+        },
+    )
+    gpt = await row(client, peer.id("gpt"))
+    assert gpt is not None
+    gpt_info = whitelist_row(gpt)["model_info"]
+    assert gpt_info["mode"] == "chat"
+    assert isinstance(gpt_info["max_input_tokens"], int) and gpt_info["max_input_tokens"] > 0
+
+
+async def test_a_limit_another_row_registered_for_the_same_model_fills_in_where_the_release_shares_it(
+    peer: Peer,
+) -> None:
+    """1.108.7 registers the limits of every row it adds under its ``model`` and fills them in for every
+    row of that model that does not set the key itself (the last registration wins, and stays after that
+    row is deleted); 1.84.0 registers only the rows its router is built with, so a row added later
+    reports no limit it does not set (unless its own model map knows the model)."""
     client = peer.client()
     shared_model = f"openai/{peer.name('shared')}"
+    # The first row of a proxy that had none builds its router, which registers it on every release:
+    # these rows are added to a proxy that runs with rows (at start, every row registers).
+    await created(client, full_body(peer, "first"))
     await created(
         client,
         {
@@ -409,24 +438,76 @@ async def test_unset_limits_are_filled_from_litellms_model_map(peer: Peer) -> No
             "model_info": {"id": peer.id("own-limit"), "max_input_tokens": 1024},
         },
     )
-    await created(
-        client,
+
+    async def limit(suffix: str) -> int | None:
+        got = await row(client, peer.id(suffix))
+        assert got is not None
+        value = whitelist_row(got)["model_info"].get("max_input_tokens")
+        return value if isinstance(value, int) else None
+
+    assert await limit("own-limit") == 1024  # a row's own key: every release
+    assert await limit("mesh") == 65536  # its own key too
+    assert await limit("ours") == (1024 if peer.probed.shares_registered_limits else None)
+    assert (await client.delete(peer.id("own-limit"))).status == 200
+    assert await limit("ours") == (1024 if peer.probed.shares_registered_limits else None)
+
+
+# --- what a release answers where releases differ (tests/adapters/litellm/traits.py)
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        pytest.param(APPLIANCE, marks=pytest.mark.litellm_appliance),
+        pytest.param(LATEST, marks=pytest.mark.litellm),
+    ],
+)
+async def test_the_fake_of_a_release_answers_the_probe_as_that_releases_proxy_does(
+    release: str, request: pytest.FixtureRequest
+) -> None:
+    real: LiteLLMPeer = request.getfixturevalue(
+        "litellm_appliance_peer" if release == APPLIANCE else "litellm_peer"
+    )
+    assert await traits_of("fake", release, None) == await traits_of("real", release, real)
+
+
+async def test_a_lookup_by_id_answers_that_row_or_400_not_found(peer: Peer) -> None:
+    client = peer.client()
+    await created(client, full_body(peer))
+    await created(client, full_body(peer, "other"))
+    answer = await client.info_of(peer.id("full"))
+    assert answer.status == 200
+    [got] = answer.body["data"]
+    listed = await row(client, peer.id("full"))
+    assert listed is not None and whitelist_row(got) == whitelist_row(listed)
+    assert SECRET not in answer.text
+    missing = await client.info_of(peer.id("missing"))
+    assert missing.status == 400
+    assert f"Model id = {peer.id('missing')} not found on litellm proxy" in missing.text
+
+
+async def test_an_explicit_null_keeps_our_fields_and_clears_a_price_where_the_release_does(
+    peer: Peer,
+) -> None:
+    """Why the executor never sends a null: newer releases read it as "clear this field" (1.108.7 for a
+    price in ``litellm_params``, later ones for more); 1.84.0 keeps every field."""
+    client = peer.client()
+    body = full_body(peer)
+    body["litellm_params"]["input_cost_per_token"] = 1.5e-06
+    await created(client, body)
+    answer = await client.patch_update(
+        peer.id("full"),
         {
-            "model_name": peer.name("gpt"),
-            "litellm_params": {"model": "openai/gpt-4o"},
-            "model_info": {"id": peer.id("gpt")},
+            "litellm_params": {"tpm": None, "api_version": None, "input_cost_per_token": None},
+            "model_info": {"max_input_tokens": None, "ai_appliance_spec_hash": None},
         },
     )
-    ours = await row(client, peer.id("ours"))
-    own = await row(client, peer.id("own-limit"))
-    gpt = await row(client, peer.id("gpt"))
-    assert ours is not None and own is not None and gpt is not None
-    # The last registration for the shared model wins for rows that do not set the key themselves.
-    assert whitelist_row(ours)["model_info"]["max_input_tokens"] == 1024
-    assert whitelist_row(own)["model_info"]["max_input_tokens"] == 1024
-    gpt_info = whitelist_row(gpt)["model_info"]
-    assert gpt_info["mode"] == "chat"
-    assert isinstance(gpt_info["max_input_tokens"], int) and gpt_info["max_input_tokens"] > 0
-    assert (await client.delete(peer.id("own-limit"))).status == 200
-    ours = await row(client, peer.id("ours"))
-    assert ours is not None and whitelist_row(ours)["model_info"]["max_input_tokens"] == 1024
+    assert answer.status == 200
+    got = await row(client, peer.id("full"))
+    assert got is not None
+    seen = whitelist_row(got)
+    assert seen["litellm_params"]["tpm"] == 100000 and seen["litellm_params"]["api_version"] == "2024-06-01"
+    assert seen["model_info"]["max_input_tokens"] == 32768
+    assert seen["model_info"]["ai_appliance_spec_hash"] == "0123456789abcdef"
+    price = got["litellm_params"].get("input_cost_per_token")
+    assert price == (None if peer.probed.null_clears_prices else 1.5e-06)

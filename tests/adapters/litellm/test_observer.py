@@ -336,7 +336,7 @@ async def test_a_proxy_without_a_model_list_is_observed_as_empty(fake_peer: Peer
 async def test_many_rows_are_whitelisted_in_chunks_letting_other_tasks_run(fake_peer: Peer) -> None:
     # At 10,000 rows the whitelist pass takes ~30 ms: the watch tasks must not wait for all of it.
     from adapters.litellm import observer as observer_module
-    from catalog_core.sources.litellm_row import whitelist_row
+    from catalog_core.sources.litellm_row import observed_row
 
     assert fake_peer.fake is not None
     rows = 3 * observer_module.WHITELIST_CHUNK + 7
@@ -345,7 +345,7 @@ async def test_many_rows_are_whitelisted_in_chunks_letting_other_tasks_run(fake_
     observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60)
     send, receive = anyio.create_memory_object_stream[Event](10)
     ran: list[int] = []
-    original = observer_module.whitelist_row
+    original = observer_module.observed_row
     seen_by_chunk: list[int] = []
 
     def counting(row: Any) -> dict[str, Any]:
@@ -357,20 +357,20 @@ async def test_many_rows_are_whitelisted_in_chunks_letting_other_tasks_run(fake_
             ran.append(1)
             await anyio.lowlevel.checkpoint()
 
-    observer_module.whitelist_row = counting  # type: ignore[assignment]
+    observer_module.observed_row = counting  # type: ignore[assignment]
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(other_task)
             await observer.poll_once(send)
             tg.cancel_scope.cancel()
     finally:
-        observer_module.whitelist_row = original  # type: ignore[assignment]
+        observer_module.observed_row = original  # type: ignore[assignment]
     event = receive.receive_nowait()
     assert isinstance(event, LiteLLMRowsObserved)
     assert len(event.rows) == rows
     # every row, whitelisted as one call would, in the order LiteLLM listed them
     answer = await fake_peer.client().info()
-    assert list(event.rows) == [whitelist_row(r) for r in answer.body["data"]]
+    assert list(event.rows) == [observed_row(r) for r in answer.body["data"]]
     # the other task ran between the chunks (4 chunks: at least 3 times more during the pass)
     assert seen_by_chunk[-1] - seen_by_chunk[0] >= 3
 

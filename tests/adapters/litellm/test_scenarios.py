@@ -21,6 +21,7 @@ from catalog_core.commands import (
 from catalog_core.events import LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
 from catalog_core.reasons import Reason
 from catalog_core.registry import route_id
+from catalog_core.rules.entries import entry_for
 from catalog_core.sources.litellm_row import whitelist_row
 from catalog_core.values import Source
 from tests.adapters.litellm.conftest import Peer
@@ -492,6 +493,37 @@ async def test_a_change_to_a_route_for_a_model_litellm_knows_is_one_patch(peer: 
     h.add_external("gpt", model="openai/gpt-4o", apiBase="https://api.other.example.com/v1")
     commands = await h.resync()
     assert [type(c) for c in commands] == [UpdateLiteLLMModel]
+
+
+async def test_the_figures_of_a_custom_model_of_ours_are_its_sources_on_every_release(peer: Peer) -> None:
+    """A Mesh row of the same custom ``model`` states a context window. 1.108.7 fills it into our row
+    (1.84.0 would after a restart): our entry still publishes what its source gives, or none."""
+    h = Harness.build(peer)
+    custom = f"openai/{peer.name('custom')}"
+    mesh = await h.client.new(
+        {
+            "model_name": peer.name("custom-mesh"),
+            "litellm_params": {"model": custom, "api_key": "none", "order": 1},
+            "model_info": {
+                "id": peer.id("mesh"),
+                "ai_appliance_owner": "private-mesh",
+                "max_input_tokens": 65536,
+            },
+        }
+    )
+    assert mesh.status == 200, mesh
+    name = h.add_external("custom", model=custom, apiBase="https://api.example.com/v1")
+    await h.start()
+    entry = entry_for(h.state, name)
+    assert entry is not None and (entry.context_window, entry.max_output_tokens) == (None, None)
+    mesh_entry = entry_for(h.state, peer.name("custom-mesh"))
+    assert (
+        mesh_entry is not None and mesh_entry.context_window == 65536
+    )  # a row of another owner: as reported
+    h.add_external("custom", model=custom, apiBase="https://api.example.com/v1", contextWindow=8192)
+    await h.resync()
+    entry = entry_for(h.state, name)
+    assert entry is not None and (entry.context_window, entry.max_output_tokens) == (8192, None)
 
 
 async def test_a_removed_api_key_takes_a_fresh_row(peer: Peer) -> None:
