@@ -89,6 +89,8 @@ class Guards:
         return len(self._open)
 
 
+JUDGE_GRACE_SECONDS = 0.2
+
 # The ``source`` label of the Lease watch's requests in ``kube_watch_requests_total`` (part of the idle cost).
 LIVENESS_SOURCE = "liveness"
 
@@ -182,6 +184,12 @@ class WatchLiveness:
             if now - heard < stale_after:
                 await anyio.sleep(heard + stale_after - now)
                 continue
+            # A loop that was busy for that long may hold the renewal already received but not read yet:
+            # let the watch read what arrived before judging.
+            await anyio.sleep(JUDGE_GRACE_SECONDS)
+            if self._heard != heard:
+                continue
+            now = anyio.current_time()
             self._verdict(
                 "silent",
                 f"Lease {self.spec.namespace}/{self.spec.name} not renewed for {now - heard:.1f} s "
