@@ -68,6 +68,7 @@ PREVIOUS: dict[str, Any] = {
     "this_controller_before_per_min": {"WATCH": 156, "GET": 20, "LIST": 13},
     "this_controller_before_total_per_min": 188,
 }
+VERDICTS = "model_catalog_kube_watch_liveness_verdicts_total"
 RSS_TARGET_MIB = 48.0  # at 100 models (issue 35; helper "memory" owns the target, this bench reports it)
 TRIALS = 6
 VERBS = {
@@ -227,6 +228,7 @@ def trials(world: World) -> None:
 def measure(peer: AuditedPeer, kube: Kube, processes: list[Controller], seconds: float) -> dict[str, Any]:
     """The requests of every client and the processes' RSS over ``seconds`` in which nothing changes."""
     out: dict[str, Any] = {}
+    verdicts = {c.name: c.metric(VERDICTS) for c in processes}
     counted = apiserver_total(kube)
     start = peer.offset()  # after that read: the window holds the clients' requests, not the bench's
     began = time.monotonic()
@@ -249,6 +251,8 @@ def measure(peer: AuditedPeer, kube: Kube, processes: list[Controller], seconds:
     out["apiserver_request_total_per_min"] = (apiserver_total(kube) - counted) / minutes
     out["audited_per_min"] = len(events) / minutes
     out["rss_mib"] = {name: summary(values) for name, values in samples.items()}
+    # a verdict restarts every watch: at idle there should be none (a loaded machine can delay a renewal)
+    out["liveness_verdicts"] = {c.name: c.metric(VERDICTS) - verdicts[c.name] for c in processes}
     out["seconds"] = minutes * 60.0
     return out
 

@@ -547,7 +547,8 @@ def _details(r: dict[str, Any]) -> list[str]:
                 f"{c['ours_by_resource']}; every client's per minute "
                 f"{ {who: _per_min(rates) for who, rates in c['per_min'].items()} }; all requests as the "
                 f"audit log saw them {c['audited_per_min']:.1f}/min, as apiserver_request_total counts "
-                f"them (a watch once it ends) {c['apiserver_request_total_per_min']:.1f}/min; RSS "
+                f"them (a watch once it ends) {c['apiserver_request_total_per_min']:.1f}/min; liveness "
+                f"verdicts {c.get('liveness_verdicts', 'n/a')}; RSS "
                 + "; ".join(f"{n} {_spread(s, lambda x: f'{x:.1f} MiB')}" for n, s in c["rss_mib"].items())
                 + "."
             )
