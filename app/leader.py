@@ -5,6 +5,11 @@ the holder has not renewed it for a whole lease duration *as observed by the
 candidate's own clock* (never by comparing two machines' clocks). A leader that
 cannot renew within the renew deadline stops leading at once. On shutdown the
 leader releases the Lease so a standby takes over without waiting.
+
+What it costs the API server at idle: the leader renews with one update, from the Lease its last write
+returned (a read only after a conflict); a replica that sees the Lease through a watch (``observe``, fed
+by the watches' liveness signal, which watches this Lease anyway) reads it only once the holder looks
+expired by that view, instead of every retry period.
 """
 
 from __future__ import annotations
@@ -43,6 +48,16 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _micro_time(value: Any) -> dt.datetime | None:
+    """A Lease's ``renewTime`` as the API sends it (RFC 3339, microseconds), as the typed client reads it."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -61,8 +76,26 @@ class LeaderElector:
         self._config = config
         self._on_change = on_change
         self.leading = False
-        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed: tuple[str, dt.datetime | None] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
+        self._held: Any | None = None  # the Lease as our last successful write returned it
+        self._watched = False  # a watch of the Lease feeds ``observe``
+
+    def observe(self, lease: Mapping[str, Any]) -> None:
+        """A Lease object as a watch of it delivered it (plain API dict): what a standby judges expiry by,
+        so it reads the Lease only when the holder looks expired."""
+        meta = lease.get("metadata")
+        if not isinstance(meta, Mapping) or meta.get("name") != self._config.name:
+            return
+        spec = lease.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+        self._watched = True
+        self._saw(str(spec.get("holderIdentity") or ""), _micro_time(spec.get("renewTime")))
+
+    def _saw(self, holder: str, renewed: dt.datetime | None) -> None:
+        record = (holder, renewed)
+        if record != self._observed:
+            self._observed, self._observed_at = record, self._clock()
 
     async def run(self) -> None:
         """Run until cancelled; releases the Lease on the way out when leading."""
@@ -126,11 +159,18 @@ class LeaderElector:
             log.exception("lease: the health report failed; renewing without it")
             return {}
 
+    def _expired(self) -> bool:
+        return self._clock() - self._observed_at > self._config.duration
+
     async def _try_acquire(self) -> None:
+        if self._watched and self._observed is not None:
+            holder = self._observed[0]
+            if holder and holder != self._config.identity and not self._expired():
+                return  # held and renewed, as the watch shows: nothing to read
         try:
             lease = await self._read()
             if lease is None:
-                await self._api.create_namespaced_lease(
+                self._held = await self._api.create_namespaced_lease(
                     self._config.namespace,
                     self._body(None, True),
                     field_manager=FIELD_MANAGER,
@@ -139,13 +179,10 @@ class LeaderElector:
                 await self._set(True)
                 return
             holder = lease.spec.holder_identity or ""
-            record = (holder, str(lease.spec.renew_time))
-            if record != self._observed:
-                self._observed, self._observed_at = record, self._clock()
-            expired = self._clock() - self._observed_at > self._config.duration
-            if holder and holder != self._config.identity and not expired:
+            self._saw(holder, lease.spec.renew_time)
+            if holder and holder != self._config.identity and not self._expired():
                 return
-            await self._api.replace_namespaced_lease(
+            self._held = await self._api.replace_namespaced_lease(
                 self._config.name,
                 self._config.namespace,
                 self._body(lease, holder != self._config.identity),
@@ -162,11 +199,15 @@ class LeaderElector:
     async def _renew_or_step_down(self) -> None:
         deadline = self._clock() + self._config.renew_deadline
         while self._clock() < deadline:
+            # Optimistically from the Lease our last write returned; a conflict (someone else wrote it
+            # since) reads it again.
+            lease, self._held = self._held, None
             try:
-                lease = await self._read()
+                if lease is None:
+                    lease = await self._read()
                 if lease is None or (lease.spec.holder_identity or "") != self._config.identity:
                     break  # someone else holds it now
-                await self._api.replace_namespaced_lease(
+                self._held = await self._api.replace_namespaced_lease(
                     self._config.name,
                     self._config.namespace,
                     self._body(lease, False),
@@ -184,6 +225,7 @@ class LeaderElector:
         await self._set(False)
 
     async def _release(self) -> None:
+        self._held = None
         try:
             lease = await self._read()
             if lease is None or (lease.spec.holder_identity or "") != self._config.identity:

@@ -84,6 +84,9 @@ class Service:
                 self.catalog.set_leading,
                 annotations=self.health.annotations,
             )
+            if self.catalog.kube.liveness is not None:
+                # The watches' liveness signal watches this Lease: the elector reads it from there.
+                self.catalog.kube.liveness.observe(self.elector.observe)
         self.http = ProbeServer(
             settings.http_host,
             settings.http_port,

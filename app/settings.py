@@ -55,7 +55,7 @@ class ServiceSettings:
     gc_freeze: bool = True  # freeze the heap once the first convergence settled (app.heap)
     probe_concurrency: int = 8
     crd_recheck_seconds: float = 30.0
-    watch_timeout_seconds: int = 5
+    watch_timeout_seconds: int = 300
     event_log_path: str = ""
     event_log_max_bytes: int = 4 * 1024 * 1024
     event_log_ring: int = 1000
@@ -73,18 +73,23 @@ class ServiceSettings:
     # settings stays cheap for commands that start none of them).
     def catalog_options(self) -> CatalogOptions:
         """How ``ModelCatalog``'s adapters run."""
-        from adapters.kube.settings import KubeSettings
+        from adapters.kube.settings import KubeSettings, Liveness
         from adapters.litellm.bounds import AnswerBounds
         from app.options import CatalogOptions, HeapOptions, LiteLLMOptions, WriteOptions
         from app.process_memory import TLS_READ_BUFFER_BYTES
 
+        # The watches' liveness signal is a watch of the Lease: its renewals under leader election, else a
+        # short probe watch of it (adapters/kube/liveness.py).
+        renewed = self.lease_retry_period_seconds if self.leader_election else None
         return CatalogOptions(
             litellm=LiteLLMOptions(
                 resync_seconds=self.litellm_resync_seconds,
                 bounds=AnswerBounds(self.litellm_max_answer_bytes, self.litellm_max_answer_values),
             ),
             kube=KubeSettings(
-                crd_recheck_seconds=self.crd_recheck_seconds, watch_timeout_seconds=self.watch_timeout_seconds
+                crd_recheck_seconds=self.crd_recheck_seconds,
+                watch_timeout_seconds=self.watch_timeout_seconds,
+                liveness=Liveness(self.lease_namespace, self.lease_name, renewed_every=renewed),
             ),
             writes=WriteOptions(self.max_concurrent_writes, self.catalog_min_write_interval),
             probe_resolve=self.probe_resolve,
@@ -236,7 +241,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         gc_freeze=boolean("CATALOG_GC_FREEZE", True),
         probe_concurrency=int(number("CATALOG_PROBE_CONCURRENCY", 8, 1, integer=True)),
         crd_recheck_seconds=number("CATALOG_CRD_RECHECK_SECONDS", 30.0, 1.0),
-        watch_timeout_seconds=int(number("CATALOG_WATCH_TIMEOUT_SECONDS", 5, 2, integer=True)),
+        watch_timeout_seconds=int(number("CATALOG_WATCH_TIMEOUT_SECONDS", 300, 2, integer=True)),
         event_log_path=text("CATALOG_EVENT_LOG_PATH", ""),
         event_log_max_bytes=int(
             number("CATALOG_EVENT_LOG_MAX_BYTES", 4 * 1024 * 1024, 64 * 1024, integer=True)
@@ -332,7 +337,8 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     (
         "--watch-timeout-seconds",
         "CATALOG_WATCH_TIMEOUT_SECONDS",
-        "end and resume each watch this often; bounds the blindness of a half-open connection (5)",
+        "end and resume each watch after this long, stretched by up to as much again per watch (300); "
+        "a dead connection is noticed sooner, by the watch of the Lease and TCP keepalive",
     ),
     ("--kubeconfig", "KUBECONFIG", "kubeconfig file (default: in-cluster)"),
 )

@@ -4,6 +4,7 @@ dated copy. Not part of ``just test``.
     just bench            # the full run (~20 min on 2 cores)
     just bench --quick    # a shorter run: fewer repeats and changes, 100 and 1,000 models, 60 s idle
     just bench --only P5,P6
+    just bench --only IDLE   # idle API server requests by verb and RSS (issue 35), on a peer of its own
 
 It starts its own kube-apiserver (``../shared/kube-peer``, a new ROOT) and, for P2, the real LiteLLM
 (``../shared/litellm-peer``, the tests' reused ROOT and lock), unless ``KUBECONFIG`` /
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import core as core_bench
-from bench import machine, profile, report, scenarios
+from bench import idle, machine, profile, report, scenarios
 from bench.image_venv import build as build_image_venv
 from bench.kube import Kube
 from bench.make_big_log import DEFAULT_OUT, generate
@@ -38,7 +39,7 @@ from bench.replay_bench import decode_only, flatness, replay_verify
 from bench.stats import summary
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ALL = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
+ALL = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "IDLE")
 NOTES = (
     "P1 and P7 are measured at 100, 1,000 and 10,000 models (issue 15: a change re-renders only the "
     "catalog entries it touched, so converging no longer redoes O(n) work per tick; `python -m "
@@ -243,6 +244,14 @@ class Bench:
             self.guarded("P6", p6, 100_000 if quick else 1_000_000, 1 if quick else 3)
         if self.want("P1", "P2", "P3", "P4", "P7", "P8"):
             self.cluster()
+        if self.want("IDLE"):
+            log("IDLE: API server requests and RSS while nothing changes (an audited kube-apiserver)")
+            windows = (
+                {"single": 120.0, "leader": 60.0}
+                if quick
+                else {"single": idle.FULL_WINDOW_S, "leader": 120.0}
+            )
+            self.guarded("IDLE", idle.bench, 100, windows, self.work)
         self.profile_worst()
         self.results["seconds"] = time.monotonic() - began
         self.results["machine"]["load_average_at_end"] = machine.load_average()
@@ -425,6 +434,8 @@ class Bench:
         RESULTS.mkdir(parents=True, exist_ok=True)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         suffix = "-quick" if self.quick else ""
+        if self.only != set(ALL):  # a partial run never replaces the last full run's results
+            suffix += "-" + "-".join(sorted(self.only))
         text = json.dumps(self.results, indent=2, default=_json_default, allow_nan=True) + "\n"
         markdown = report.markdown(self.results)
         for name in (f"results{suffix}", f"results{suffix}-{stamp}"):

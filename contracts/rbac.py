@@ -109,6 +109,14 @@ GRANTS: tuple[Grant, ...] = (
     Grant(
         "`LeaderElector` (first run only)", LEASE_NAMESPACE, "coordination.k8s.io", ("leases",), ("create",)
     ),
+    Grant(
+        "`WatchLiveness` (the watches' liveness signal; the elector reads it too)",
+        LEASE_NAMESPACE,
+        "coordination.k8s.io",
+        ("leases",),
+        _LIST_WATCH,
+        ("CATALOG_LEASE_NAME",),
+    ),
 )
 
 

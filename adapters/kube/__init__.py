@@ -14,6 +14,7 @@ import anyio
 from anyio.abc import ObjectSendStream
 
 from adapters.kube.api import KubeApi, KubeError
+from adapters.kube.liveness import UNGUARDED, WatchLiveness
 from adapters.kube.probe import RuntimeProber
 from adapters.kube.secrets import SecretWatcher
 from adapters.kube.settings import KubeSettings, KubeStats
@@ -38,6 +39,7 @@ __all__ = [
     "KubeSettings",
     "KubeStats",
     "RuntimeProber",
+    "WatchLiveness",
     "SecretWatcher",
     "WatchSource",
     "WatchSpec",
@@ -64,6 +66,13 @@ class KubeAdapters:
         self.settings = settings or KubeSettings()
         self.stats = stats or KubeStats()
         self.api = KubeApi(api_client, request_timeout=self.settings.request_timeout_seconds)
+        # One signal that every watch connection still delivers (KubeSettings.liveness), when configured.
+        self.liveness = (
+            WatchLiveness(self.api, self.settings.liveness, settings=self.settings, stats=self.stats)
+            if self.settings.liveness is not None
+            else None
+        )
+        guards = self.liveness.guards if self.liveness is not None else UNGUARDED
         self.secrets = SecretWatcher(
             self.api,
             vault,
@@ -71,9 +80,10 @@ class KubeAdapters:
             never=(config.litellm_master_key_secret,),
             settings=self.settings,
             stats=self.stats,
+            guards=guards,
         )
         self.sources: list[Source] = [
-            WatchSource(self.api, spec, vault=vault, settings=self.settings, stats=self.stats)
+            WatchSource(self.api, spec, vault=vault, settings=self.settings, stats=self.stats, guards=guards)
             for spec in watch_specs(config)
             if spec.source not in skip
         ]
@@ -91,8 +101,11 @@ class KubeAdapters:
         ]
 
     async def run(self, send: ObjectSendStream[Event]) -> None:
-        """Every source, concurrently, until cancelled."""
-        await run_sources(self.sources, send)
+        """Every source, concurrently, until cancelled (and the liveness signal they share)."""
+        async with anyio.create_task_group() as tg:
+            if self.liveness is not None:
+                tg.start_soon(self.liveness.run, name=self.liveness.name)
+            await run_sources(self.sources, send)
 
     async def aclose(self) -> None:
         await self.prober.aclose()

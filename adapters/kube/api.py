@@ -11,12 +11,16 @@ object is ever converted to a model class and back.
 
 from __future__ import annotations
 
+import math
+import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+import anyio
+import attrs
 import orjson
 
 from adapters.identity import FIELD_MANAGER
@@ -111,6 +115,44 @@ def resource_label(resource: Resource) -> str:
     return f"{resource.plural}.{resource.group}" if resource.group else resource.plural
 
 
+@attrs.frozen
+class Keepalive:
+    """TCP keepalive for one long-lived connection: probes after ``idle`` seconds without a byte, every
+    ``interval`` seconds, ``probes`` of them unanswered end it; unacknowledged data is bounded by the
+    same time (TCP_USER_TIMEOUT). Options the platform lacks are skipped (SO_KEEPALIVE alone still ends
+    a dead connection, on the system's own schedule)."""
+
+    idle: int
+    interval: int
+    probes: int
+
+    @property
+    def dead_after(self) -> int:
+        """Seconds from the last byte to the end of a connection whose peer vanished."""
+        return self.idle + self.interval * self.probes
+
+    def apply(self, response: aiohttp.ClientResponse) -> bool:
+        """On the connection of ``response``; False when it has no socket (then nothing is set)."""
+        connection = response.connection
+        transport = connection.transport if connection is not None else None
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None:
+            return False
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            for option, value in (
+                ("TCP_KEEPIDLE", self.idle),
+                ("TCP_KEEPINTVL", self.interval),
+                ("TCP_KEEPCNT", self.probes),
+                ("TCP_USER_TIMEOUT", self.dead_after * 1000),
+            ):
+                if hasattr(socket, option):
+                    sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+        except OSError:  # not a TCP socket (a proxy's, a test's): the watch timeout still bounds it
+            return False
+        return True
+
+
 class KubeApi:
     """Plain-dict requests on a shared ``ApiClient`` (the host owns and closes it)."""
 
@@ -161,22 +203,37 @@ class KubeApi:
 
     @asynccontextmanager
     async def watch(
-        self, path: str, query: Sequence[tuple[str, str]], server_timeout: int, grace: float
+        self,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        server_timeout: int,
+        grace: float,
+        *,
+        response_timeout: float | None = None,
+        keepalive: Keepalive | None = None,
     ) -> AsyncIterator[AsyncGenerator[dict[str, Any], None]]:
         """Open one watch request (``watch=true`` and ``timeoutSeconds`` are added here).
 
-        Entering raises ``KubeError`` unless the server answered 200; the yielded iterator gives
-        the decoded events and ends when the server closes the stream. The client gives up
-        ``grace`` seconds after the server should have closed it, so a half-open connection
-        cannot hang the watch.
+        Entering raises ``KubeError`` unless the server answered 200, within ``response_timeout``
+        seconds when given; the yielded iterator gives the decoded events and ends when the server
+        closes the stream. The client gives up ``grace`` seconds after the server should have closed
+        it, so a half-open connection cannot hang the watch for longer than its timeout; ``keepalive``
+        ends one whose peer vanished sooner.
         """
         params = [*query, ("watch", "true"), ("timeoutSeconds", str(server_timeout))]
         total = server_timeout + grace
         client_timeout = aiohttp.ClientTimeout(total=total, sock_connect=min(total, self.connect_timeout))
-        response = await self._send("GET", path, query=params, timeout=client_timeout)
+        wait = math.inf if response_timeout is None else response_timeout
+        response: aiohttp.ClientResponse | None = None
+        with anyio.move_on_after(wait):
+            response = await self._send("GET", path, query=params, timeout=client_timeout)
+        if response is None:
+            raise KubeError(0, "TimeoutError", f"no answer to the watch request within {wait:g} s")
         try:
             if response.status != 200:
                 raise KubeError.from_body(response.status, await _read(response))
+            if keepalive is not None:
+                keepalive.apply(response)
             yield _events(response)
         finally:
             response.close()

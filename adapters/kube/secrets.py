@@ -34,6 +34,7 @@ from anyio.abc import ObjectSendStream, TaskGroup
 
 from adapters.backoff import Backoff
 from adapters.kube.api import KubeApi, KubeError, resource_label
+from adapters.kube.liveness import UNGUARDED, Guards
 from adapters.kube.settings import (
     ERRORS_TOTAL,
     FORBIDDEN_TOTAL,
@@ -93,9 +94,12 @@ class SecretWatcher:
         never: Collection[str] = (),
         settings: KubeSettings | None = None,
         stats: KubeStats | None = None,
+        guards: Guards = UNGUARDED,
     ) -> None:
-        """``never``: Secrets not to read whatever a command says (the LiteLLM master key's)."""
+        """``never``: Secrets not to read whatever a command says (the LiteLLM master key's). ``guards``:
+        where its watches register their connections (for the liveness signal)."""
         self.api = api
+        self.guards = guards
         self._never = frozenset(never)
         self.vault = vault
         self.settings = settings or KubeSettings()
@@ -214,12 +218,18 @@ class SecretWatcher:
                 stats=self.stats,
                 name=SECRET_LABELLED_WATCH,
                 keep=lambda obj: raw.name_of(obj) in watched.names,
+                guards=self.guards,
             )
         else:
             name = key[len(BY_NAME) :]
             spec = WatchSpec(SourceKind.SECRETS, resource, watched.namespace, f"metadata.name={name}")
             source = WatchSource(
-                self.api, spec, settings=self.settings, stats=self.stats, name=secret_watch_name(name)
+                self.api,
+                spec,
+                settings=self.settings,
+                stats=self.stats,
+                name=secret_watch_name(name),
+                guards=self.guards,
             )
         with watched.scope:
             await source.run_into(_WatchSink(self, key, watched))

@@ -8,17 +8,53 @@ import attrs
 
 
 @attrs.frozen
+class Liveness:
+    """One signal that the watches' connections still deliver, for all of them at once: a watch of one
+    Lease, by name (``adapters.kube.liveness``).
+
+    With ``renewed_every`` (leader election: some replica renews the Lease that often), the watch is as
+    long as the others and the renewals are the signal: silence for ``stale_after`` seconds means the
+    connections are presumed dead. Without it (nobody renews the Lease), the watch is a probe that must
+    end, as the API server ends it, ``probe_seconds`` after it was opened: one that does not, or fails,
+    means the same. Either way every watch then resumes from its resourceVersion over a new connection.
+    """
+
+    namespace: str
+    name: str
+    renewed_every: float | None = None
+    probe_seconds: int = 5
+
+    @property
+    def stale_after(self) -> float:
+        """Silence that means the Lease's watch (and so every watch opened as long ago) is dead: a few
+        renewals missed, never less than 3 s (a renewal is a request, late on a loaded API server)."""
+        assert self.renewed_every is not None
+        return max(3.0, 2.5 * self.renewed_every)
+
+
+@attrs.frozen
 class KubeSettings:
     """Timing of watches and requests. The defaults suit a cluster; tests shorten them."""
 
-    # Server-side timeoutSeconds of each watch request. It bounds how long a half-open connection (a NAT
-    # or conntrack entry dropped, a node suspended and resumed) leaves a source blind: a watch that has
-    # not ended timeout + grace after it was opened is presumed dead and replaced, resuming from its last
-    # resourceVersion. An HTTP/1.1 watch cannot be pinged, and the v1.20 API server sends a bookmark only
-    # just before that deadline, so the deadline is the liveness signal. The cost: one watch request per
-    # source every ~5 s at idle (README, "Idle cost").
-    watch_timeout_seconds: int = 5
+    # Server-side timeoutSeconds of each watch request, drawn per request from [t, t * (1 + jitter)] (as
+    # client-go's reflectors do: 5 to 10 minutes), so watches, of one replica or of many, do not renew
+    # together. A renewal resumes from the last resourceVersion (bookmarks keep it recent) and costs the
+    # API server one request: ~2 a minute for all the sources at idle. What notices a dead connection
+    # sooner than this deadline is the ``liveness`` signal (a half-open or frozen connection, for every
+    # watch at once) and TCP keepalive (a peer or route that vanished), not a short timeout per watch.
+    watch_timeout_seconds: int = 300
+    watch_timeout_jitter: float = 1.0
     timeout_grace_seconds: float = 1.5  # the client gives up this long after the server should have
+    # The API server answers a watch request's headers at once: one unanswered this long (connect, TLS,
+    # headers) is given up, so a black-holed new connection cannot hold a source for the watch's timeout.
+    watch_response_seconds: float = 10.0
+    # TCP keepalive on every watch connection: a peer that vanished (a NAT or conntrack entry dropped, a
+    # node gone, a black-holed route) ends the connection within idle + interval * probes seconds of its
+    # last byte (TCP_USER_TIMEOUT bounds unacknowledged data by the same). It costs the API server nothing.
+    keepalive_idle_seconds: int = 5
+    keepalive_interval_seconds: int = 2
+    keepalive_probes: int = 3
+    liveness: Liveness | None = None  # None: keepalive and the watch timeout only (see ``Liveness``)
     request_timeout_seconds: float = 30.0  # client-side timeout of every other request
     list_page_size: int = 500
     crd_recheck_seconds: float = 30.0  # how often an absent CRD is looked for again
@@ -127,7 +163,9 @@ FORBIDDEN_TOTAL = "kube_forbidden_total"  # labels: source or kind, verb, resour
 RELISTS_TOTAL = "kube_watch_relists_total"  # labels: source
 GONE_TOTAL = "kube_watch_gone_total"  # labels: source (410: the resourceVersion was compacted)
 RECONNECTS_TOTAL = "kube_watch_reconnects_total"  # labels: source
-WATCH_REQUESTS_TOTAL = "kube_watch_requests_total"  # labels: source (every watch request: the idle cost)
+# labels: source (every watch request: the idle cost; ``liveness`` for the Lease's watch)
+WATCH_REQUESTS_TOTAL = "kube_watch_requests_total"
+LIVENESS_VERDICTS_TOTAL = "kube_watch_liveness_verdicts_total"  # labels: reason (silent, probe)
 ERRORS_TOTAL = "kube_errors_total"  # labels: source or kind, status
 
 COUNTERS: Mapping[str, str] = {
@@ -137,6 +175,8 @@ COUNTERS: Mapping[str, str] = {
     GONE_TOTAL: "Watches that got 410 Gone (their resourceVersion was compacted)",
     RECONNECTS_TOTAL: "Watch connections lost and opened again",
     WATCH_REQUESTS_TOTAL: "Watch requests sent, by source (one per watch timeout at idle)",
+    LIVENESS_VERDICTS_TOTAL: "Times every watch was presumed dead and resumed over a new connection, by "
+    "reason: the Lease's renewals stopped arriving (silent) or the probe watch did not end on time (probe)",
     ERRORS_TOTAL: "Failed API requests other than 403, by source (reads) or command kind (writes) and "
     "HTTP status",
 }

@@ -16,6 +16,7 @@ an error: the core keeps the last good content.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -28,6 +29,7 @@ from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
 from adapters.kube.api import KubeApi, KubeError, collection_path, metadata, resource_label
+from adapters.kube.liveness import UNGUARDED, Guards, keepalive_of, watch_timeout
 from adapters.kube.settings import (
     ERRORS_TOTAL,
     FORBIDDEN_TOTAL,
@@ -204,11 +206,15 @@ class WatchSource:
         stats: KubeStats | None = None,
         name: str = "",
         keep: Callable[[Mapping[str, Any]], bool] | None = None,
+        guards: Guards = UNGUARDED,
     ) -> None:
-        """``keep``: objects it rejects are dropped before redaction (never fingerprinted nor delivered)."""
+        """``keep``: objects it rejects are dropped before redaction (never fingerprinted nor delivered).
+        ``guards``: where the watch registers each connection, so a liveness verdict can end it."""
         self.api = api
         self.spec = spec
         self.keep = keep
+        self.guards = guards
+        self._rng = random.Random()
         self.vault = vault
         self.settings = settings or KubeSettings()
         self.stats = stats or KubeStats()
@@ -281,16 +287,30 @@ class WatchSource:
             started, seen, connected = anyio.current_time(), 0, False
             self.stats.inc(WATCH_REQUESTS_TOTAL, source=self.spec.source.value)
             try:
-                async with self.api.watch(
-                    path, query, s.watch_timeout_seconds, s.timeout_grace_seconds
-                ) as events:
-                    connected = True
-                    self._healthy()
-                    self.stats.mark_fresh(self.name)
-                    async with aclosing(events):
-                        async for event in events:
-                            seen += 1
-                            rv = await self._handle(sink, event, rv)
+                with self.guards.guarded() as guard, guard:
+                    async with self.api.watch(
+                        path,
+                        query,
+                        watch_timeout(s, self._rng),
+                        s.timeout_grace_seconds,
+                        response_timeout=s.watch_response_seconds,
+                        keepalive=keepalive_of(s),
+                    ) as events:
+                        connected = True
+                        self._healthy()
+                        self.stats.mark_fresh(self.name)
+                        async with aclosing(events):
+                            async for event in events:
+                                seen += 1
+                                rv = await self._handle(sink, event, rv)
+                if guard.cancelled_caught:
+                    # The liveness signal presumed this connection dead (it may be half-open): resume from
+                    # the last resourceVersion over a new connection now, once per verdict.
+                    self._stale()
+                    self.stats.inc(RECONNECTS_TOTAL, source=self.spec.source.value)
+                    failures = 0
+                    self._watch_backoff.reset()
+                    continue
                 failures = 0
                 if seen == 0 and anyio.current_time() - started < 1.0:
                     await anyio.sleep(self._watch_backoff.next())  # a stream that ends at once: do not spin

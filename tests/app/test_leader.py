@@ -100,13 +100,9 @@ async def test_the_holder_writes_its_health_report_on_each_renewal_and_keeps_oth
     kube_peer: KubePeer, kube_client: Any
 ) -> None:
     ns = await create_namespace(kube_client)
-    reports = iter(
-        [{"ai-appliance.io/controller-status": "first"}, {"ai-appliance.io/controller-status": "2nd"}]
-    )
+    report = {"ai-appliance.io/controller-status": "first"}  # the health report as of each write
     config = LeaseConfig("lease-under-test", ns, "replica-a", duration=15.0, renew_deadline=10.0)
-    elector = LeaderElector(
-        kube_client, config, Changes(), clock=FakeClock(), annotations=lambda: next(reports)
-    )
+    elector = LeaderElector(kube_client, config, Changes(), clock=FakeClock(), annotations=lambda: report)
     leases = client.CoordinationV1Api(kube_client)
 
     await elector._try_acquire()  # created with the report
@@ -115,6 +111,7 @@ async def test_the_holder_writes_its_health_report_on_each_renewal_and_keeps_oth
     lease.metadata.annotations["example.com/owner"] = "someone"  # another tool's annotation
     await leases.replace_namespaced_lease("lease-under-test", ns, lease)
 
+    report = {"ai-appliance.io/controller-status": "2nd"}
     await elector._renew_or_step_down()
     lease = await leases.read_namespaced_lease("lease-under-test", ns)
     assert lease.metadata.annotations == {
@@ -130,3 +127,93 @@ async def test_the_holder_writes_its_health_report_on_each_renewal_and_keeps_oth
     assert elector.leading
     lease = await leases.read_namespaced_lease("lease-under-test", ns)
     assert lease.spec.holder_identity == "replica-a"
+
+
+class Counted:
+    """The elector's API calls, counted by name (a wrapper around its typed CoordinationV1Api)."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.api, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return await method(*args, **kwargs)
+
+        return counted
+
+
+async def test_the_leader_renews_with_one_update_and_reads_only_after_a_conflict(
+    kube_peer: KubePeer, kube_client: Any
+) -> None:
+    """Issue 35: each renewal was a read and an update (60 requests a minute at a 2 s retry period); it is
+    an update of the Lease the last write returned, and a conflict (someone else wrote it) reads it."""
+    ns = await create_namespace(kube_client)
+    elector, _ = _elector(kube_client, ns, "replica-a", FakeClock())
+    counted = Counted(elector._api)
+    elector._api = counted
+    await elector._try_acquire()  # no Lease: a read (404) and a create
+    for _ in range(5):
+        await elector._renew_or_step_down()
+    assert elector.leading
+    assert counted.calls == {
+        "read_namespaced_lease": 1,
+        "create_namespaced_lease": 1,
+        "replace_namespaced_lease": 5,
+    }
+
+    leases = client.CoordinationV1Api(kube_client)
+    lease = await leases.read_namespaced_lease("lease-under-test", ns)
+    lease.metadata.annotations = {"example.com/owner": "someone"}  # another writer: our copy is stale
+    await leases.replace_namespaced_lease("lease-under-test", ns, lease)
+    await elector._renew_or_step_down()  # 409, then a read and an update
+    assert elector.leading
+    assert counted.calls["read_namespaced_lease"] == 2 and counted.calls["replace_namespaced_lease"] == 7
+    lease = await leases.read_namespaced_lease("lease-under-test", ns)
+    assert lease.spec.holder_identity == "replica-a"
+    assert lease.metadata.annotations == {"example.com/owner": "someone"}
+
+
+def _as_watched(lease: Any) -> dict[str, Any]:
+    """The Lease as a watch delivers it (plain API dict)."""
+    return dict(client.ApiClient().sanitize_for_serialization(lease))
+
+
+async def test_a_standby_fed_by_the_lease_watch_reads_the_lease_only_once_the_holder_looks_expired(
+    kube_peer: KubePeer, kube_client: Any
+) -> None:
+    """Issue 35: a standby read the Lease every retry period (30 requests a minute); fed by the watch of
+    the Lease (the watches' liveness signal), it reads it only when the holder has looked silent for a
+    whole lease duration on its own clock, and still takes over then."""
+    ns = await create_namespace(kube_client)
+    a, _ = _elector(kube_client, ns, "replica-a", FakeClock())
+    b_clock = FakeClock()
+    b, b_changes = _elector(kube_client, ns, "replica-b", b_clock)
+    counted = Counted(b._api)
+    b._api = counted
+    leases = client.CoordinationV1Api(kube_client)
+    await a._try_acquire()
+    for second in range(0, 30, 2):  # a renews every 2 s, b sees each renewal through its watch
+        await a._renew_or_step_down()
+        b.observe(_as_watched(await leases.read_namespaced_lease("lease-under-test", ns)))
+        b_clock.now = float(second)
+        await b._try_acquire()
+    assert counted.calls == {} and not b.leading  # 15 tries, no request
+
+    b.observe({"metadata": {"name": "another-lease"}, "spec": {"holderIdentity": "x"}})  # not ours: ignored
+    b_clock.now = 28.0 + 15.1  # a stopped renewing (the last renewal seen at 28 s)
+    await b._try_acquire()
+    assert b.leading and b_changes.seen == [True]
+    assert counted.calls == {"read_namespaced_lease": 1, "replace_namespaced_lease": 1}
+
+    # A stale view (the watch frozen) costs a read once it looks expired, never a wrong takeover.
+    c_clock = FakeClock()
+    c, c_changes = _elector(kube_client, ns, "replica-c", c_clock)
+    c.observe(_as_watched(await leases.read_namespaced_lease("lease-under-test", ns)))
+    await b._renew_or_step_down()
+    c_clock.now = 15.1  # b renewed, but c's watch did not deliver it
+    await c._try_acquire()  # reads: renewed since, as seen now -> not expired
+    assert not c.leading and c_changes.seen == []

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from adapters.kube.settings import FORBIDDEN_TOTAL, GONE_TOTAL, RELISTS_TOTAL
+from adapters.kube.settings import FORBIDDEN_TOTAL, GONE_TOTAL, RELISTS_TOTAL, Liveness
 from adapters.telemetry import Telemetry
 from app.service import Service
 from app.settings import ServiceSettings, load
@@ -63,16 +63,29 @@ def test_the_service_exports_what_its_kube_adapters_count() -> None:
     assert sample(text, "model_catalog_kube_watch_relists_total", source="external-models") == 1.0
 
 
-def test_the_watch_timeout_bounds_half_open_blindness_and_is_configurable() -> None:
-    default = load({"LITELLM_MASTER_KEY": "sk-x"})
+def test_watches_are_long_and_the_lease_watch_is_their_liveness_signal() -> None:
+    """Issue 35: a 5 s timeout per watch cost the API server ~160 requests a minute at idle. Watches now
+    last 5-10 minutes; what notices a half-open connection within 10 s is one watch of the Lease (its
+    renewals under leader election, else a 5 s probe watch of it) and TCP keepalive."""
+    elected = load({"LITELLM_MASTER_KEY": "sk-x"})
+    single = load({"LITELLM_MASTER_KEY": "sk-x", "CATALOG_LEADER_ELECTION": "false", "NAMESPACE": "n1"})
     tuned = load({"LITELLM_MASTER_KEY": "sk-x", "CATALOG_WATCH_TIMEOUT_SECONDS": "30"})
-    assert isinstance(default, ServiceSettings) and isinstance(tuned, ServiceSettings)
-    services = [Service(default, api_client=object()), Service(tuned, api_client=object())]
+    assert isinstance(elected, ServiceSettings) and isinstance(single, ServiceSettings)
+    assert isinstance(tuned, ServiceSettings)
+    services = [Service(s, api_client=object()) for s in (elected, single, tuned)]
     try:
-        first, second = (s.catalog.kube.settings for s in services)
-        # a frozen watch is given up after timeout + grace: well within the 10 s of issue 18
-        assert first.watch_timeout_seconds + first.timeout_grace_seconds <= 8
-        assert second.watch_timeout_seconds == 30
+        first, second, third = (s.catalog.kube.settings for s in services)
+        assert first.watch_timeout_seconds == 300 and first.watch_timeout_jitter == 1.0
+        assert third.watch_timeout_seconds == 30
+        # the leader renews every 2 s: a few renewals missed is the verdict, well within 10 s
+        assert first.liveness == Liveness("ai", "ai-model-catalog-controller", renewed_every=2.0)
+        assert first.liveness.stale_after == 5.0
+        # nobody renews the Lease: a probe watch of it that must end after 5 s (+ 1.5 s grace)
+        assert second.liveness == Liveness("n1", "ai-model-catalog-controller", renewed_every=None)
+        assert second.liveness.probe_seconds + second.timeout_grace_seconds <= 8
+        # a vanished peer ends a connection within 11 s of its last byte
+        assert first.keepalive_idle_seconds + first.keepalive_interval_seconds * first.keepalive_probes <= 11
+        assert services[0].catalog.kube.liveness is not None
     finally:
         for service in services:
             service.telemetry.shutdown()

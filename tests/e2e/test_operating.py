@@ -175,6 +175,9 @@ def world(kube_peer: Any, litellm_peer: Any, tmp_path_factory: pytest.TempPathFa
         "LITELLM_MASTER_KEY": litellm_peer.master_key,
         **FAST_CONTROLLER_ENV,
         "CATALOG_PROBE_RESOLVE": f"phi-4-mini-freetoken.{ns}.svc.cluster.local:8080=127.0.0.1:{health.port}",
+        # a permission taken away shows at a watch's next request (the API server does not end open
+        # watches): watches renewed every few seconds instead of every 5-10 minutes
+        "CATALOG_WATCH_TIMEOUT_SECONDS": "2",
     }
     controller = Controller("replica-a", env, work).start()
     state = World(admin, work, ns, app_ns, controller, proxy)

@@ -141,6 +141,9 @@ def stage(kube_peer: Any, litellm_peer: Any, tmp_path_factory: pytest.TempPathFa
         "LITELLM_MASTER_KEY": litellm_peer.master_key,
         **FAST_CONTROLLER_ENV,
         "CATALOG_CRD_RECHECK_SECONDS": "1",
+        # a permission taken away shows at a watch's next request (the API server does not end open
+        # watches): watches renewed every few seconds instead of every 5-10 minutes
+        "CATALOG_WATCH_TIMEOUT_SECONDS": "2",
     }
     state = Stage(admin, work, ns, app_ns, proxy, env)
     try:

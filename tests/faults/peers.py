@@ -326,6 +326,11 @@ class ProxyThread:
         """Half-open every connection, those opened from now on too: nothing reaches the target."""
         return self._call(self.proxy.hold_all)
 
+    def black_hole(self, on: bool) -> int:
+        """On: every connection, open or new, carries nothing. Off: new connections work again and the
+        frozen ones stay frozen (nobody tells the client). How many are frozen."""
+        return self._call(lambda: self.proxy.black_hole(on))
+
     def heal(self) -> None:
         """Listen again on the same port (frozen connections are reset)."""
         self._call(self.proxy.drop_all)

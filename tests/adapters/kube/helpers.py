@@ -40,6 +40,7 @@ LITELLM_COMMANDS = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel
 
 FAST = KubeSettings(
     watch_timeout_seconds=5,
+    watch_timeout_jitter=0.0,
     timeout_grace_seconds=2.0,
     request_timeout_seconds=10.0,
     crd_recheck_seconds=0.5,
@@ -213,6 +214,15 @@ class TcpProxy:
         """Half-open every connection, open now or opened later (a black hole), until ``drop_all``."""
         self._holding = True
         return self.freeze_all()
+
+    def black_hole(self, on: bool) -> int:
+        """On: every open connection freezes and so does every new one (accepted, then nothing passes);
+        off: new connections work again, the frozen ones stay frozen (nobody tells the client). How
+        many connections are frozen."""
+        self._holding = on
+        if on:
+            self.freeze_all()
+        return sum(conn.frozen for conn in self._connections)
 
     async def close(self) -> None:
         await self.refuse()

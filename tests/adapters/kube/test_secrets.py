@@ -183,12 +183,14 @@ class WireApi(KubeApi):
         return answer
 
     @asynccontextmanager
-    async def watch(self, path: str, query: Any, server_timeout: int, grace: float) -> AsyncIterator[Any]:
+    async def watch(
+        self, path: str, query: Any, server_timeout: int, grace: float, **options: Any
+    ) -> AsyncIterator[Any]:
         assert path.endswith("/secrets")
         self.watch_queries.append(dict(query))
         self._open(True, 1)
         try:
-            async with super().watch(path, query, server_timeout, grace) as events:
+            async with super().watch(path, query, server_timeout, grace, **options) as events:
                 yield self._recorded(events)
         finally:
             self._open(True, -1)

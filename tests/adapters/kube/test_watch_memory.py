@@ -55,7 +55,9 @@ class BlockingApi:
         return {"metadata": {"resourceVersion": "7"}, "items": items}
 
     @asynccontextmanager
-    async def watch(self, path: str, query: Any, server_timeout: int, grace: float) -> AsyncIterator[Any]:
+    async def watch(
+        self, path: str, query: Any, server_timeout: int, grace: float, **_: Any
+    ) -> AsyncIterator[Any]:
         async def nothing() -> AsyncIterator[dict[str, Any]]:
             await anyio.sleep_forever()
             yield {}
