@@ -14,7 +14,7 @@ from typing import Any
 import anyio.from_thread
 import orjson
 
-from adapters.litellm.fake import DELETE, NEW, PATCH, UPDATE, WRITE_ENDPOINTS, FakeLiteLLM
+from tests.fakes.litellm import DELETE, NEW, PATCH, UPDATE, WRITE_ENDPOINTS, FakeLiteLLM
 from tests.fixtures import kube_peer, litellm_peer
 
 

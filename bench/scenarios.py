@@ -23,7 +23,6 @@ from typing import Any
 
 import httpx
 
-from adapters.litellm.fake import DELETE, INFO, NEW
 from bench.kube import Kube, model_name
 from bench.peers import FakeServer
 from bench.stats import latency, summary
@@ -31,6 +30,7 @@ from catalog_core.config import CatalogConfig
 from catalog_core.rules.render import bootstrap_data
 from catalog_core.values import ID_PREFIX
 from tests.e2e.harness import Controller, image_runtime_env
+from tests.fakes.litellm import DELETE, INFO, NEW
 
 CATALOG = "ai-model-catalog"
 HASH_ANNOTATION = "ai-appliance.io/catalog-hash"

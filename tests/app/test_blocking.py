@@ -641,7 +641,7 @@ def _listening_sockets() -> set[str]:
 
 
 def _fake_litellm() -> dict[str, Any]:
-    from adapters.litellm.fake import FakeLiteLLM
+    from tests.fakes.litellm import FakeLiteLLM
 
     return {"litellm_transport": httpx.MockTransport(FakeLiteLLM().handle)}
 

@@ -15,12 +15,12 @@ import httpx
 import pytest
 from kubernetes_asyncio import client
 
-from adapters.litellm.fake import FakeLiteLLM
 from app.library import CatalogView, ModelCatalog
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from tests.adapters.kube.helpers import FAST
 from tests.core import builders as b
+from tests.fakes.litellm import FakeLiteLLM
 from tests.fixtures.kube_peer import create_namespace, install_crds
 
 pytestmark = [pytest.mark.kube, pytest.mark.anyio]

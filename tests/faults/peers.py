@@ -2,7 +2,7 @@
 
 - ``OwnKubePeer``: a kube-apiserver + etcd of the suite's own (its ROOT and ports fixed, so it can be
   stopped and started again on the same data, ~6 s), started in the background at collection time.
-- ``ServedFake``: the LiteLLM fake (``adapters.litellm.fake``) served on a loopback port from a thread,
+- ``ServedFake``: the LiteLLM fake (``tests.fakes.litellm``) served on a loopback port from a thread,
   so a controller *process* talks to it over TCP while the test injects faults, or stops and restarts
   the listener (connection refused in between; the rows survive, as in LiteLLM's database).
 - ``RealLiteLLMRestarter``: stop and start the session's real LiteLLM peer on its ROOT and ports.
@@ -30,9 +30,9 @@ from typing import Any, TypeVar
 
 import anyio.from_thread
 
-from adapters.litellm.fake import FakeLiteLLM
 from tests.adapters.kube.helpers import TcpProxy
 from tests.e2e.harness import LoopbackHTTPServer, QuietHandler
+from tests.fakes.litellm import FakeLiteLLM
 from tests.fixtures.kube_peer import shared_dir
 
 T = TypeVar("T")

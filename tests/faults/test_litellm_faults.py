@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 
-from adapters.litellm.fake import DELETE, INFO, NEW, PATCH, UPDATE, Fault
+from tests.fakes.litellm import DELETE, INFO, NEW, PATCH, UPDATE, Fault
 from tests.faults.conftest import PROFILE, Suite
 from tests.faults.peers import RealLiteLLMRestarter
 from tests.faults.results import Outcome

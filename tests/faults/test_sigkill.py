@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters.litellm.fake import DELETE, NEW, PATCH, UPDATE, Fault
 from tests.e2e.harness import REPO, Controller
+from tests.fakes.litellm import DELETE, NEW, PATCH, UPDATE, Fault
 from tests.faults.conftest import PROFILE, Suite
 from tests.faults.results import Outcome
 from tests.faults.scenario import scenario

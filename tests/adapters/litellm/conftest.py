@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from adapters.litellm.client import LiteLLMClient
-from adapters.litellm.fake import RELEASES, FakeLiteLLM
 from tests.adapters.litellm.traits import Traits, probe
+from tests.fakes.litellm import RELEASES, FakeLiteLLM
 from tests.fixtures.litellm_peer import APPLIANCE, LATEST, TEST_PREFIX, LiteLLMPeer
 
 FAKE_URL = "http://fake-litellm.test"

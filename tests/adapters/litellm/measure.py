@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 import httpx
 
-from adapters.litellm.fake import FakeLiteLLM
 from tests.adapters.litellm.conftest import FAKE_URL, MASTER_KEY, Peer, new_prefix
 from tests.adapters.litellm.harness import Harness
+from tests.fakes.litellm import FakeLiteLLM
 
 WRITES = ("POST /model/new", "POST /model/update", "PATCH /model/{id}/update", "POST /model/delete")
 

@@ -13,9 +13,9 @@ import pytest
 from adapters.identity import USER_AGENT
 from adapters.litellm.bounds import DEFAULT_MAX_ANSWER_BYTES, AnswerBounds
 from adapters.litellm.client import DEFAULT_TIMEOUT, TOO_LARGE, Answer, LiteLLMClient, LiteLLMTransportError
-from adapters.litellm.fake import DELETE, NEW
 from adapters.litellm.scrub import safe_text
 from tests.adapters.litellm.conftest import Peer
+from tests.fakes.litellm import DELETE, NEW
 
 pytestmark = pytest.mark.anyio
 

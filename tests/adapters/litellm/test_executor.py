@@ -15,7 +15,6 @@ import pytest
 from adapters.backoff import KeyedBackoff
 from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.executor import LiteLLMExecutor, Op, classify
-from adapters.litellm.fake import DELETE, NEW, PATCH, Fault
 from adapters.litellm.observer import PeerStatus
 from adapters.vault import SecretVault
 from catalog_core.commands import (
@@ -34,6 +33,7 @@ from catalog_core.reasons import Reason
 from catalog_core.redact import inline_vault_key, secret_vault_key
 from catalog_core.sources.litellm_row import whitelist_row
 from tests.adapters.litellm.conftest import Peer
+from tests.fakes.litellm import DELETE, NEW, PATCH, Fault
 
 pytestmark = pytest.mark.anyio
 

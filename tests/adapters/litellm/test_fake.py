@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from adapters.litellm.client import LiteLLMTransportError
-from adapters.litellm.fake import DELETE, INFO, NEW, PATCH, UPDATE, FakeLiteLLM, Fault
 from tests.adapters.litellm.conftest import Peer
+from tests.fakes.litellm import DELETE, INFO, NEW, PATCH, UPDATE, FakeLiteLLM, Fault
 
 pytestmark = pytest.mark.anyio
 
@@ -126,7 +126,7 @@ def test_it_can_be_run_as_a_program_for_an_out_of_process_controller() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "adapters.litellm.fake", "--port", str(port), "--master-key", "sk-x"],
+        [sys.executable, "-m", "tests.fakes.litellm", "--port", str(port), "--master-key", "sk-x"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -16,7 +16,6 @@ import anyio
 import pytest
 
 from adapters.litellm import observer as observer_module
-from adapters.litellm.fake import NEW, FakeLiteLLM
 from adapters.litellm.observer import LiteLLMObserver
 from catalog_core.commands import CreateLiteLLMModel, UpdateLiteLLMModel
 from catalog_core.events import Event, LiteLLMRowsObserved, Outcome
@@ -24,6 +23,7 @@ from catalog_core.registry import route_id
 from catalog_core.values import Source
 from tests.adapters.litellm.conftest import FAKE_URL, MASTER_KEY, Peer
 from tests.adapters.litellm.harness import Harness
+from tests.fakes.litellm import NEW, FakeLiteLLM
 from tests.fixtures.litellm_peer import HEALTH_CHECKED_NAME, LiteLLMPeer
 
 pytestmark = pytest.mark.anyio

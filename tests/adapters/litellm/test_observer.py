@@ -16,7 +16,6 @@ from adapters.backoff import Backoff
 from adapters.litellm.bounds import AnswerBounds
 from adapters.litellm.client import REFUSED_KEY_TEXT
 from adapters.litellm.executor import LiteLLMExecutor
-from adapters.litellm.fake import INFO, PATCH, Fault
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.litellm.sync import SharedExclusiveLock
 from adapters.vault import SecretVault
@@ -24,6 +23,7 @@ from catalog_core.commands import LiteralKey, UpdateLiteLLMModel
 from catalog_core.events import CommandCompleted, Event, LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
 from catalog_core.jsonval import Json
 from tests.adapters.litellm.conftest import Peer
+from tests.fakes.litellm import INFO, PATCH, Fault
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.litellm.fake import DELETE, INFO, NEW, PATCH, UPDATE, WRITE_ENDPOINTS, Fault
 from catalog_core.commands import (
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
@@ -26,6 +25,7 @@ from catalog_core.sources.litellm_row import whitelist_row
 from catalog_core.values import Source
 from tests.adapters.litellm.conftest import Peer
 from tests.adapters.litellm.harness import Harness
+from tests.fakes.litellm import DELETE, INFO, NEW, PATCH, UPDATE, WRITE_ENDPOINTS, Fault
 
 pytestmark = pytest.mark.anyio
 

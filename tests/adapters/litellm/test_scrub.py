@@ -18,7 +18,6 @@ import pytest
 from adapters.backoff import Backoff, KeyedBackoff
 from adapters.litellm.client import LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.executor import LiteLLMExecutor
-from adapters.litellm.fake import INFO, NEW, Fault
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.litellm.scrub import MAX_TEXT, REDACTED, safe_text
 from adapters.vault import SecretVault
@@ -27,6 +26,7 @@ from catalog_core.events import CommandCompleted, Event, LiteLLMUnreachable, Out
 from catalog_core.jsonval import Json
 from catalog_core.redact import secret_vault_key
 from tests.adapters.litellm.conftest import Peer
+from tests.fakes.litellm import INFO, NEW, Fault
 
 pytestmark = pytest.mark.anyio
 

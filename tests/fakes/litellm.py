@@ -732,7 +732,7 @@ def _validate(doc: Mapping[str, Any], *, require_model: bool) -> tuple[int, Any]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m adapters.litellm.fake --port 4010``: serve the fake for an out-of-process controller."""
+    """``python -m tests.fakes.litellm --port 4010``: serve the fake for an out-of-process controller."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=4000)
