@@ -1,6 +1,6 @@
 """``CollectorPause``: the cyclic garbage collector kept off while a large answer is parsed and reduced.
 
-Why (issue 15, P1 at 10,000 models): ``/model/info`` at 10,000 rows is ~15 MiB of JSON, ~500,000 new
+Why (bench P1 at 10,000 models): ``/model/info`` at 10,000 rows is ~15 MiB of JSON, ~500,000 new
 containers. Parsing it takes ~55 ms; with the collector on, its passes over the half-built document
 (many: the heap frozen after the first sync leaves the full-pass rule little to weigh them against) made
 it up to ~110 ms. A pause that long delays one watch event by as much, and three changes 100 ms apart can

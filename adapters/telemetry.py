@@ -218,7 +218,7 @@ class Telemetry:
         self.set_gauge("model_catalog_leader", lambda: [(0.0, {})])
 
     def _damping_metrics(self, meter: Meter) -> None:
-        """Write economy under churn (issue 14), read from the core's state."""
+        """Write economy under churn, read from the core's state."""
 
         def reading(
             value: Callable[[CatalogState], int],

@@ -1,4 +1,4 @@
-"""What ``explain`` says about LiteLLM writes held back by damping (issue 14): deferred, and why;
+"""What ``explain`` says about LiteLLM writes held back by damping: deferred, and why;
 cancelled because the row flapped back to what LiteLLM holds."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Why: at 10,000 models the state is ~550,000 tracked objects, and CPython's full (generation 2)
 collection walks all of them: ~150 ms in the bare core, more in the service. A pause that long makes the
 watch deliver changes made 100 ms apart back to back, which the write damping reads as rows changing
-together (a burst: every change then waits its settle window, issue 15). ``gc.freeze()`` moves what is
+together (a burst: every change then waits its settle window). ``gc.freeze()`` moves what is
 alive into a permanent generation the collector skips; objects made later are collected as usual, and
 memory is still freed by reference counting. What the freeze cannot reclaim is cyclic garbage among the
 frozen objects, so once every ``refreeze_seconds`` the heap is unfrozen, collected once and frozen again

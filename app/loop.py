@@ -328,7 +328,7 @@ class CatalogLoop:
         if old is new:
             return
         # Only what changed (a structural diff of the two maps): walking every record here made each
-        # tick O(models), 20% of a busy loop at 1,000 models (issue 7).
+        # tick O(models), 20% of a busy loop at 1,000 models.
         for item, previous, record in old.changes(new):
             if record is None:
                 log.info("route removed", extra={"decision": "route", "item": item, "state": "removed"})

@@ -136,7 +136,7 @@ class Replayer:
         self.first_seq: int | None = None
         self.failed_steps = 0
         # With ``skip_quiet``, a step that emits no command where none was recorded is only counted here,
-        # not yielded: nothing to compare or print (Performance, issue 15, P6: most events are such).
+        # not yielded: nothing to compare or print (Performance, bench P6: most events are such).
         self.skip_quiet = False
         self.quiet_steps = 0
 
@@ -435,7 +435,7 @@ def compare(item: Step) -> Divergence | None:
     """The step's replayed commands against the recorded ones (their exact log encoding)."""
     assert item.recorded is not None
     if not item.commands and not item.recorded:
-        return None  # most events emit nothing (issue 7: no encoding of two empty lists per event)
+        return None  # most events emit nothing (no encoding of two empty lists per event)
     replayed = wire.unstructure_commands(item.commands)
     if wire.dumps(replayed) == wire.dumps(item.recorded):
         return None

@@ -55,7 +55,7 @@ class CatalogConfig:
     # API bases toward which a route may rely on LiteLLM's own credentials (its environment's keys, e.g.
     # AZURE_API_KEY, or its cloud identity), as DestinationPattern entries (behaviour §1.5). Empty: none.
     ambient_credential_api_bases: tuple[str, ...] = ()
-    # Write economy under churn (issue 14): a LiteLLM row that changes again soon after a write waits
+    # Write economy under churn: a LiteLLM row that changes again soon after a write waits
     # until it has been still this long, but no longer than the cap; consumers roll (and AgentTemplates
     # are patched) only onto a catalog that has been stable for its own window.
     litellm_settle_seconds: float = 2.0

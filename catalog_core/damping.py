@@ -1,4 +1,4 @@
-"""Write economy under churn (issue 14): a key that keeps changing is written once it settles.
+"""Write economy under churn: a key that keeps changing is written once it settles.
 
 A LiteLLM row whose desired value changes after it has been still goes out at once (P1). One that
 changes again while it is *damped* (written or changed less than a settle window ago) waits until

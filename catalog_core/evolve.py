@@ -1,6 +1,6 @@
 """``evolve``: ``attrs.evolve`` for the core's frozen types, through a copier made once per class.
 
-Performance (issue 15, P6): ``attrs.evolve`` reads the class's fields and builds keyword arguments on
+Performance (bench P6): ``attrs.evolve`` reads the class's fields and builds keyword arguments on
 every call (~2 us); the fold copies a state and its groups a few times per event. The copier made for a
 class passes every field, changed or kept, by position to the same ``__init__``, so it builds the same
 object ``attrs.evolve`` builds (validators, converters and ``__attrs_post_init__`` run alike) at about

@@ -122,7 +122,7 @@ def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
     if (updated.healthy, updated.failures >= 2, updated.detail) != before:
         item = registry.health_item(event.runtime).text
         pending = evolve(pending, items=mark(pending.items, item))
-    # one copy of the state for the three changes (issue 7: a probe answer every few seconds per runtime)
+    # one copy of the state for the three changes (a probe answer every few seconds per runtime)
     return evolve(state, control=control, health=state.health.set(event.runtime, updated), pending=pending)
 
 

@@ -156,7 +156,7 @@ def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> Cata
 
 def _put_item(state: CatalogState, spec: SourceSpec, name: str, value: Any) -> CatalogState:
     """``_put`` for an item of a route source: the store, the item's mark and the claims that read it, in
-    one copy of the state (issue 15, P5: the watch events of Models are most of a fold's work)."""
+    one copy of the state (bench P5: the watch events of Models are most of a fold's work)."""
     kind = spec.kind
     current = state.observed.stores.get(kind, _NO_ITEMS)
     updated = current.delete(name) if value is None else current.set_if_changed(name, value)
@@ -386,7 +386,7 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
         upserts = [(rid, row) for rid, row in new.items() if before.get(rid) is not row]
         state = _set_rows(state, upserts, [rid for rid in before if rid not in new])
         if whole is not None:
-            # the texts the rows were parsed from: one copy of each row's text is kept (issue 15, P7)
+            # the texts the rows were parsed from: one copy of each row's text is kept (bench P7)
             _LAST_OBSERVATION.remember(state.litellm.rows, tuple(texts))  # type: ignore[arg-type]
     was_reachable = state.litellm.status.reachable
     failures, retries, ids = state.control.failures, state.control.retries, state.pending.ids
@@ -420,7 +420,7 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
 def _text_of(row: Mapping[str, Any]) -> bytes | None:
     """The exact text of an observed row, to tell it unchanged: marshal (format 2: no back-references,
     so equal values give equal bytes) keeps types apart (1, 1.0 and True differ) and is ~3x cheaper than
-    a sorted JSON text (issue 15: at 10,000 rows, the re-read after a write cost ~100 ms in the fold,
+    a sorted JSON text (at 10,000 rows, the re-read after a write cost ~100 ms in the fold,
     long enough to bunch the watch's deliveries). None for what is not plain data (a test's Mapping)."""
     try:
         return marshal.dumps(row, 2)  # type: ignore[arg-type]
@@ -434,7 +434,7 @@ def _row(
     """Parse one /model/info row; the row already held when it is the same. With it, ``text`` or the
     equal text remembered for the held row (so the observation kept for the next one shares it).
 
-    Performance (issue 7): every resync observes every row again and nearly all are unchanged, so
+    Performance: every resync observes every row again and nearly all are unchanged, so
     parsing each one anew (~450 us per observation of a dozen rows) was the largest cost of a replay.
     A row is a function of the row as observed, so the same exact text gives an equal row: the one
     held (whose text is remembered) is returned and nothing downstream sees a change.
@@ -482,7 +482,7 @@ _ROW_TEXT = _TextOf()
 class _LastObservation:
     """The rows map that the last observation left, and that observation's text.
 
-    Performance (issue 7): a resync that sees exactly what the previous one saw, while the held rows
+    Performance: a resync that sees exactly what the previous one saw, while the held rows
     are still the map that observation produced, changes no row: one marshal pass over the rows
     decides it instead of a look-up per row (the rows' texts, compared as a tuple). One entry, held
     strongly (a map the state holds anyway).

@@ -4,7 +4,7 @@ A ``Json`` holds the canonical text (sorted keys, compact separators), so it is
 hashable, compares by content and has one spelling. Parse it with ``value()``
 only where the structure is needed.
 
-Performance (issue 7): ``canonical`` reuses one encoder instead of building a
+Performance: ``canonical`` reuses one encoder instead of building a
 ``JSONEncoder`` per call, and ``pretty`` is a direct recursive join instead of
 ``json.dumps(indent=2)``, whose indenting encoder is pure Python (the C encoder
 only serves ``indent=None``). Both give exactly the bytes of the ``json.dumps``
@@ -65,7 +65,7 @@ class Fragment:
     Only the texts are kept, not the value. ``pretty`` and ``canonical_join`` splice them in where the
     value would go.
 
-    Memory (issue 15, P7): one pretty text is kept, at the depth last asked for, so a ``Run`` that holds
+    Memory (bench P7): one pretty text is kept, at the depth last asked for, so a ``Run`` that holds
     its members' texts at their depth holds the fragment's own string, not a re-indented copy of it.
     """
 
@@ -97,13 +97,13 @@ class Fragment:
 class Run:
     """The members of a JSON array (or object), each rendered once, kept in the order of their sort keys.
 
-    Performance (issue 15): a catalog file lists every model; a ``Run`` keeps each member's text, at
+    Performance: a catalog file lists every model; a ``Run`` keeps each member's text, at
     every depth it was asked for, in a list maintained in order by ``put`` and ``remove`` (a bisection
     and a C-level insert), so the file is one ``str.join`` of cached texts instead of a pass over
     every model in Python. Also kept, for hashed fragments: each member's canonical text. ``pretty``
     and ``canonical_join`` splice a run in where the array or object would go.
 
-    Memory (issue 15, P7): no escaped copy of the members is kept (it was ~2 KiB per model); the
+    Memory (bench P7): no escaped copy of the members is kept (it was ~2 KiB per model); the
     fingerprint escapes each file's text in one C call instead (``json``'s string encoder).
     """
 

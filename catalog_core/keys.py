@@ -20,7 +20,7 @@ import attrs
 
 
 def item_text(prefix: str, name: str) -> str:
-    """``ItemKey(prefix, name).text`` without making the key (the watch events' path, issue 15, P5)."""
+    """``ItemKey(prefix, name).text`` without making the key (the watch events' path, bench P5)."""
     return f"{prefix}/{name}"
 
 
@@ -161,7 +161,7 @@ def evict_key(namespace: str, name: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def probe_key(health_key: str) -> str:
-    """Cached (issue 15, P6): every probe and its answer ask for it; a runtime keeps its key."""
+    """Cached (bench P6): every probe and its answer ask for it; a runtime keeps its key."""
     return CommandKey(CommandKind.PROBE, (health_key,)).text
 
 

@@ -3,7 +3,7 @@
 The parse of a watch event reads the same few values again and again (a Model's args, its features,
 its resource profile), so their results are memoized. A memo keeps its keys, and whoever may edit a
 Model can make those values megabytes long: such a key is computed every time but never kept. The size
-is checked only on a miss, so a hit costs one dictionary look-up (issue 15, P5).
+is checked only on a miss, so a hit costs one dictionary look-up (bench P5).
 """
 
 from __future__ import annotations

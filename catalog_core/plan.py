@@ -375,7 +375,7 @@ def _secret_watch(out: _Out) -> None:
 
 
 def _probes(out: _Out) -> None:
-    # Performance (issue 7): the probes due at one tick (every runtime, every few seconds) update the
+    # Performance: the probes due at one tick (every runtime, every few seconds) update the
     # health records and the in-flight map locally and copy the state once, not twice per probe.
     state = out.state
     now, control = state.now, state.control
@@ -400,7 +400,7 @@ def _probes(out: _Out) -> None:
 
 @functools.lru_cache(maxsize=1024)
 def _probe(runtime: str, url: str) -> ProbeRuntime:
-    """The probe command of a runtime. Performance (issue 7): its id is a SHA-256 over its JSON form
+    """The probe command of a runtime. Performance: its id is a SHA-256 over its JSON form
     (~20 us), and a runtime is probed every few seconds with the same command, so it is made once."""
     return ProbeRuntime(runtime, url)
 

@@ -10,9 +10,9 @@ replay byte-for-byte deterministic regardless of ``PYTHONHASHSEED``.
 
 The first seven levels read the key's CRC-32: fast, and the order every event
 log and snapshot was recorded in. CRC-32 is linear, so anyone who may choose
-names can give thousands of them one CRC-32 (valid DNS labels, in seconds);
-those used to share one flat list, searched key by key. Keys whose CRC-32 are
-equal now go on into a second trie of thirteen levels that reads a 64-bit
+names can give thousands of them one CRC-32 (valid DNS labels, in seconds),
+which one flat list searched key by key would make quadratic. Keys whose CRC-32
+are equal go on into a second trie of thirteen levels that reads a 64-bit
 BLAKE2b of the key, and keys equal in both (to put k keys there takes about
 2**(64*(k-1)/k) BLAKE2b evaluations) share a bucket kept sorted by key and
 searched by bisection. Whatever the keys, an operation walks at most twenty
@@ -385,7 +385,7 @@ class PMap(Generic[V]):
         """This map with ``key`` set to ``value``, or this map itself when ``key`` already maps to a value
         equal (``==``) to ``value``.
 
-        Performance (issue 15, P5): a watch event replaces a value held under its key; one walk down
+        Performance (bench P5): a watch event replaces a value held under its key; one walk down
         finds and compares the held value and the path back up is copied (``get`` then ``set`` walked
         and hashed twice, and ``set`` recursed). Anything else (a new key, a collision) takes ``set``."""
         h = _hash(key)

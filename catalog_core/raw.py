@@ -15,7 +15,7 @@ EMPTY: Mapping[str, Any] = {}
 
 def path(obj: Any, *keys: str) -> Any:
     for key in keys:
-        # ``type(...) is dict`` first: the ABC check alone is a measurable part of parsing (issue 7).
+        # ``type(...) is dict`` first: the ABC check alone is a measurable part of parsing.
         if type(obj) is not dict and not isinstance(obj, Mapping):
             return None
         obj = obj.get(key)

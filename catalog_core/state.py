@@ -322,7 +322,7 @@ class CatalogState:
     derived: Derived = Derived()
     pending: Pending = Pending()
     control: Control = Control()
-    damping: Damping = attrs.field(factory=Damping)  # writes waiting for their key to settle (issue 14)
+    damping: Damping = attrs.field(factory=Damping)  # writes waiting for their key to settle
 
     def source(self, kind: SourceKind) -> SourceState:
         return self.sources.get(kind.value) or SourceState()
@@ -339,7 +339,7 @@ class CatalogState:
     def with_route_items(self, kind: SourceKind, objects: PMap[Any], items: Marks) -> CatalogState:
         """This state with route source ``kind``'s typed objects replaced by ``objects`` and the items
         marked for the next tick by ``items``: a watch event of a route source, the fold's hottest path
-        (issue 15, P5). One copy each of the state, ``observed`` and ``pending``, by position
+        (bench P5). One copy each of the state, ``observed`` and ``pending``, by position
         (``attrs.evolve`` costs ~1.2 us more per copy)."""
         o, p = self.observed, self.pending
         stores = o.stores.set(kind, objects) if objects else o.stores.delete(kind)

@@ -1,4 +1,4 @@
-"""The event log's wire format (issue 3): JSON Lines written with orjson through one cattrs converter.
+"""The event log's wire format: JSON Lines written with orjson through one cattrs converter.
 
 Every line is one record, an object whose first keys are ``seq`` (an integer,
 strictly increasing along a run: each record is the previous one's ``seq`` + 1,
@@ -490,9 +490,9 @@ def unstructure_state(state: CatalogState) -> dict[str, Any]:
 
 
 def structure_event(value: Any, path: str = "$.event") -> ev.Event:
-    # Performance (issue 15): most events are read straight into their class (see _fast_event_decoder);
+    # Performance: most events are read straight into their class (see _fast_event_decoder);
     # the rest, and anything the fast path does not accept, take the converter's way, which gives the
-    # readable reason for a bad one. (Issue 7: the union's hook is looked up once, not per record.)
+    # readable reason for a bad one. (The union's hook is looked up once, not per record.)
     if type(value) is dict:
         fast = decode_event_fast(value)
         if fast is not None:
@@ -541,7 +541,7 @@ def _field_reader(tp: Any) -> tuple[int, Any]:
 
 
 def _fast_event_decoder(cls: type) -> Callable[[dict[str, Any]], Any]:
-    """A decoder for ``cls``, generated from its fields' readers (Performance, issue 15, P6: a loop over
+    """A decoder for ``cls``, generated from its fields' readers (Performance, bench P6: a loop over
     a plan of readers cost ~1.5 us more per event than the straight-line code it interprets)."""
     hints = typing.get_type_hints(cls)
     namespace: dict[str, Any] = {"_ABSENT": _ABSENT, "cls": cls}

@@ -130,7 +130,7 @@ class LogFile:
 
     def records(self, offset: int = 0, number: int = 1) -> Iterator[LogLine]:
         """The records from byte ``offset`` (which starts line ``number``) to the end."""
-        # Performance (issue 15, P6: a verify reads a million lines): the line bound and the envelope of a
+        # Performance (bench P6: a verify reads a million lines): the line bound and the envelope of a
         # well-formed record are checked inline; anything else goes the careful way, which says why.
         loads, check, migrations = orjson.loads, wire.check_envelope, self.migrations
         keys_of, limit = wire.ENVELOPE_KEYS, self.max_line_bytes

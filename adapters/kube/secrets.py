@@ -1,7 +1,7 @@
 """The Secrets the core asked for (``WatchSecrets``) — and nothing else reaches the vault.
 
 How many connections the Secrets take is bounded whatever the input (the shared client's pool also
-serves the writers; behaviour §1.5, issue 12):
+serves the writers; behaviour §1.5):
 
 - one list+watch of the namespace with the label selector
   ``appliance.magicstick.dev/model-provider-secret=true``, filtered in memory, before redaction, to the

@@ -264,7 +264,7 @@ class WatchSource:
         objects = listing.objects if self.keep is None else tuple(filter(self.keep, listing.objects))
         resource_version = listing.resource_version
         # The listed objects are whole (managedFields and all) and the watch lives for minutes: let them
-        # go now, the core keeps what it reads of them (issue 15: ~5 KiB per KubeAI Model held).
+        # go now, the core keeps what it reads of them (~5 KiB per KubeAI Model held).
         del listing
         redacted = await redact_all(self.spec.source, objects)
         del objects

@@ -354,7 +354,7 @@ WHITELIST_CHUNK = 500  # rows reduced between two checkpoints (~1.5 ms)
 async def _whitelisted(rows: list[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
     """The rows reduced by ``observed_row``, letting the other tasks run between chunks: at 10,000 rows
     the pass takes ~30 ms, and a loop that long bunches the watch's deliveries, which the core's burst
-    probe would read as rows changing together (issue 15)."""
+    probe would read as rows changing together."""
     out: list[dict[str, Any]] = []
     for start in range(0, len(rows), WHITELIST_CHUNK):
         if start:

@@ -12,7 +12,7 @@ outcome (writes share: each touches its own id). So an outcome is built either b
 in progress when it was answered (that event is in the stream first). Either way no observation older
 than an outcome is folded after that outcome.
 
-The request does not wait for a poll (issue 15: at 10,000 rows a poll takes ~0.1-0.5 s, and writes
+The request does not wait for a poll (at 10,000 rows a poll takes ~0.1-0.5 s, and writes
 queued behind it were P1's tail); only the outcome does. Waiting polls block new shares (writer
 preference, in lock terms "exclusive preference"), so a steady stream of outcomes cannot starve
 observation.

@@ -18,7 +18,7 @@ def _desired_model(e: CatalogEntry, config: CatalogConfig) -> dict[str, Any]:
     return {"name": e.name, "limit": {"context": context, "output": output}}
 
 
-# Performance (issue 7): a tick that changes one entry re-plans every template against every entry;
+# Performance: a tick that changes one entry re-plans every template against every entry;
 # each entry's part and the template's current models (parsed from its JSON) are made once per
 # object. Both are only read (the patch is built of new dicts), never changed.
 _DESIRED: PerObject[CatalogEntry, dict[str, Any]] = PerObject(_desired_model)

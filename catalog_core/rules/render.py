@@ -345,7 +345,7 @@ def _record_key(item: str, r: RouteRecord) -> tuple[Any, ...]:
 
 
 class IncrementalCatalog:
-    """One catalog kept rendered from the state's entries and records (issue 15).
+    """One catalog kept rendered from the state's entries and records.
 
     ``update`` reads what changed since the maps it last saw (``PMap.changes``: what differs, not the
     size of the maps, when the new maps were made from the old ones) and moves only those members.
@@ -359,7 +359,7 @@ class IncrementalCatalog:
         self.entries: PMap[CatalogEntry] = empty()
         self.records: PMap[RouteRecord] = empty()
         self.extras: tuple[RouteRecord, ...] = ()
-        # The last render and its data size, until a member changes. Performance (issue 15, P6): most
+        # The last render and its data size, until a member changes. Performance (bench P6): most
         # ticks that plan the catalog follow an event that changed none of it (the echo of our own
         # ConfigMap write, a probe answer that changed no health), and rendering it again cost ~300 us.
         # Only a render a ConfigMap may hold is kept: one of 10,000 models (a metrics scrape renders it)
@@ -428,7 +428,7 @@ _WARM: list[IncrementalCatalog] = []
 class OversizedCatalog:
     """A catalog whose data exceeds the limit: only its hash, no data and no fingerprint of its own.
 
-    Performance (issue 15, P1): a catalog that cannot be written is not worth its render, which hashes
+    Performance (bench P1): a catalog that cannot be written is not worth its render, which hashes
     every file (~56 ms at 10,000 models, once per change: the stall bunched the watch's deliveries).
     It is known too large from a lower bound the warm cache keeps, or, when the cache is cold, from the
     rendered data; either way the answer is this."""

@@ -60,7 +60,7 @@ class FreeTokenRuntime:
         """None when the Deployment is not a runtime of this kind (label appliance.magicstick.dev/runtime);
         another runtime served the same way (a Deployment, a Service, /health) passes its own ``runtime``.
 
-        Performance (issue 15, P6): this was the most expensive parse of a replay. A Deployment of the
+        Performance (bench P6): this was the most expensive parse of a replay. A Deployment of the
         common, well-formed shape is read by ``_from_plain`` (no warning, no problem possible); anything
         else by ``from_k8s_careful``, which decides every odd case. Both give equal values on every input
         the fast one accepts (``tests/core/test_freetoken_fast_path.py``)."""

@@ -60,7 +60,7 @@ class KubeAIModel:
     def from_k8s(cls, obj: Mapping[str, Any]) -> KubeAIModel | None:
         """None for an object without a name (skipped, behaviour §1.1).
 
-        Performance (issue 15, P5): the parse was ~46% of a watch event's fold. A Model of the common,
+        Performance (bench P5): the parse was ~46% of a watch event's fold. A Model of the common,
         well-formed shape is read by ``_from_plain`` (no warning, no problem possible); anything else
         by ``from_k8s_careful``, which decides every odd case. Both give equal values on every input
         the fast one accepts (``tests/core/test_kubeai_fast_path.py``)."""
@@ -152,7 +152,7 @@ def _plain_limit(value: Any) -> int | None:
 
 def _read_plain_flags(args: tuple[Any, ...]) -> tuple[int | None, int | None] | None:
     """(--max-model-len, --max-num-seqs) of a container's args, each None when absent; None when any is
-    unusual. Memoized (``_plain_flags``, issue 15, P5): a Model's args rarely change, and every watch
+    unusual. Memoized (``_plain_flags``, bench P5): a Model's args rarely change, and every watch
     event re-reads them."""
     # The first --max-model-len / --max-num-seqs counts (as in _flag_value); only "--flag=N" is plain.
     context: int | None = None
