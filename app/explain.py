@@ -46,7 +46,7 @@ from catalog_core.commands import (
 )
 from catalog_core.events import CommandCompleted, RuntimeProbed, Ticked
 from catalog_core.keys import is_litellm_key
-from catalog_core.reasons import Reason
+from catalog_core.reasons import Reason, RouteState
 from catalog_core.sources.litellm_row import LiteLLMRow
 from catalog_core.state import Candidate, CatalogEntry, CatalogState, RouteRecord, marked
 from catalog_core.values import logical_name
@@ -57,6 +57,8 @@ EXIT_NOT_FOUND = 1
 # What each reason code means for a model (behaviour §7), in one sentence.
 REASON_TEXT: dict[Reason, str] = {
     Reason.PUBLISHED: "it is published: LiteLLM holds its route and the catalog lists it",
+    Reason.SCALES_FROM_ZERO: "it is published whether or not a replica is ready: KubeAI starts one when a "
+    "request arrives (the Model scales from zero), so a request may wait for a cold start",
     Reason.NOT_READY: "its runtime is not ready (KubeAI status.replicas.ready, or the Deployment's gates)",
     Reason.HEALTH_CHECK_PENDING: "its runtime is ready but has not yet answered a health probe successfully",
     Reason.HEALTH_CHECK_FAILED: "its runtime failed two health probes in a row, so the route was withdrawn",
@@ -86,6 +88,8 @@ REASON_TEXT: dict[Reason, str] = {
     Reason.CATALOG_TOO_LARGE: "the catalog outgrew one ConfigMap (1 MiB): apps keep the last written catalog",
     Reason.KUBEAI_NOT_INSTALLED: "its ModelActivation's engine runs on KubeAI, which is not installed (no "
     "models.kubeai.org CRD): it is served once KubeAI is installed and its Model is ready",
+    Reason.START_DEADLINE_EXCEEDED: "it scales from zero and its pods have been starting for longer than "
+    "CATALOG_KUBEAI_START_DEADLINE_SECONDS with none ready: its route stays, requests wait for KubeAI",
     Reason.CONFLICT: "another source publishes the same name and wins (ModelActivation > ConfigMap > local)",
     Reason.DUPLICATE_NAME: "models.json defines the name twice; the last definition counts",
     Reason.ID_COLLISION: "another item's route has the same LiteLLM id",
@@ -392,7 +396,9 @@ class Story:
 
     def final(self) -> dict[str, Any]:
         view = self.view
-        published = [item for item, r in view.records if r.reason is Reason.PUBLISHED]
+        published = [
+            item for item, r in view.records if r.state is RouteState.PUBLISHED or r.serving_last_good
+        ]
         reasons = sorted({r.reason for _, r in view.records}, key=lambda r: r.value)
         why = [f"{r.value}: {REASON_TEXT.get(r, r.value)}" for r in reasons]
         if view.entry is not None and not published:

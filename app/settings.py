@@ -327,6 +327,16 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
         "CATALOG_ROLLOUT_SETTLE_SECONDS",
         "roll consumers and patch AgentTemplates only onto a catalog stable this long, once per window (5)",
     ),
+    (
+        "--kubeai-scale-from-zero",
+        "CATALOG_KUBEAI_SCALE_FROM_ZERO",
+        "true|false: publish a KubeAI Model that scales from zero while no replica is ready (true)",
+    ),
+    (
+        "--kubeai-start-deadline-seconds",
+        "CATALOG_KUBEAI_START_DEADLINE_SECONDS",
+        "report such a Model when its pods have been starting this long with none ready (600)",
+    ),
     ("--event-log", "CATALOG_EVENT_LOG_PATH", "record the event log to this file (off)"),
     ("--event-log-max-bytes", "CATALOG_EVENT_LOG_MAX_BYTES", "rotate the event log at this size (4 MiB)"),
     (

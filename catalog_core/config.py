@@ -72,6 +72,12 @@ class CatalogConfig:
     # only when a replay plans a log recorded before some existed (its header says which). Not a setting:
     # ``from_env`` never reads it and ``as_env`` never writes it.
     gates: frozenset[Gate] = ALL_GATES
+    # A KubeAI Model that KubeAI scales up from zero on a request (autoscaling on, minReplicas 0 or absent)
+    # is published while no replica is ready (false: only while a replica is ready)...
+    kubeai_scale_from_zero: bool = True
+    # ...and reported (StartDeadlineExceeded) when it has had pods this long with none ready. Kubernetes'
+    # own default for a Deployment that makes no progress (progressDeadlineSeconds).
+    kubeai_start_deadline_seconds: float = 600.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogConfig | ConfigError:
@@ -138,7 +144,15 @@ class CatalogConfig:
             "litellm_burst_probe_seconds": reader.seconds(
                 "CATALOG_LITELLM_BURST_PROBE_SECONDS", d.litellm_burst_probe_seconds, limit=1.0
             ),
+            "kubeai_scale_from_zero": reader.boolean(
+                "CATALOG_KUBEAI_SCALE_FROM_ZERO", d.kubeai_scale_from_zero
+            ),
+            "kubeai_start_deadline_seconds": reader.seconds(
+                "CATALOG_KUBEAI_START_DEADLINE_SECONDS", d.kubeai_start_deadline_seconds, limit=86400.0
+            ),
         }
+        if values["kubeai_start_deadline_seconds"] < 1.0:
+            reader.fail_once("CATALOG_KUBEAI_START_DEADLINE_SECONDS", "must be at least 1")
         if values["litellm_settle_cap_seconds"] < values["litellm_settle_seconds"]:
             reader.fail_once(
                 "CATALOG_LITELLM_SETTLE_CAP_SECONDS", "must be at least CATALOG_LITELLM_SETTLE_SECONDS"
@@ -178,6 +192,8 @@ class CatalogConfig:
             "CATALOG_LITELLM_BURST_ROWS": str(self.litellm_burst_rows),
             "CATALOG_LITELLM_BURST_WINDOW_SECONDS": f"{self.litellm_burst_window_seconds:g}",
             "CATALOG_LITELLM_BURST_PROBE_SECONDS": f"{self.litellm_burst_probe_seconds:g}",
+            "CATALOG_KUBEAI_SCALE_FROM_ZERO": str(self.kubeai_scale_from_zero).lower(),
+            "CATALOG_KUBEAI_START_DEADLINE_SECONDS": f"{self.kubeai_start_deadline_seconds:g}",
         }
 
 

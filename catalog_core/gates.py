@@ -42,6 +42,10 @@ class Gate(StrEnum):
     # A catalog entry's metadata comes from the routes it owns before any LiteLLM row it does not own
     # (behaviour §6).
     OWNED_METADATA = "owned-metadata"
+    # A KubeAI Model that KubeAI scales up from zero on a request is published while no replica is ready
+    # (ScalesFromZero), and a start that outlasts its deadline is reported (StartDeadlineExceeded); without
+    # it a Model is published only while a replica is ready (behaviour §1.1).
+    SCALE_FROM_ZERO = "scale-from-zero"
 
 
 ALL_GATES: Final = frozenset(Gate)

@@ -47,8 +47,9 @@ from catalog_core.keys import (
     litellm_key,
 )
 from catalog_core.pmap import PMap, empty
-from catalog_core.reasons import KEEPS_LAST_GOOD, Reason, RouteState
+from catalog_core.reasons import CURRENT_ROUTE, KEEPS_LAST_GOOD, Reason, RouteState
 from catalog_core.rules import health as health_rules
+from catalog_core.rules import starts as start_rules
 from catalog_core.rules.agent_templates import is_target, template_patch
 from catalog_core.rules.entries import entry_for
 from catalog_core.rules.litellm_plan import litellm_command
@@ -163,6 +164,7 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     state = evolve(state, now=max(state.now, now))
     state = _due_retries(state)
     state = _due_damped(state)
+    state = _due_starts(state)
     wanted_before = state.derived.wanted_secrets
     state = _refresh_candidates(state)
     out = _Out(state)
@@ -180,7 +182,8 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
 
 
 def next_deadline(state: CatalogState) -> float | None:
-    """When the next tick is due even if no event arrives: a retry's backoff ends or a probe is due."""
+    """When the next tick is due even if no event arrives: a retry's backoff ends, a probe is due, a
+    deferred write may go, or a start deadline passes."""
     times = [retry.not_before for retry in state.control.retries.values()]
     damped = churn.next_due(state.damping, state.now)
     if damped is not None:
@@ -191,6 +194,7 @@ def next_deadline(state: CatalogState) -> float | None:
             if record.probing_since is not None
             else record.next_probe_at
         )
+    times.extend(watch.due for watch in state.starts.values() if not watch.overdue)
     return min(times) if times else None
 
 
@@ -238,6 +242,21 @@ def _due_damped(state: CatalogState) -> CatalogState:
     for key in due:
         state = mark_key(state, key)
     return state
+
+
+def _due_starts(state: CatalogState) -> CatalogState:
+    """Items whose runtime has been starting for longer than its deadline are derived again (and
+    reported)."""
+    if not state.starts:
+        return state
+    starts, items = state.starts, state.pending.items
+    for item, watch in state.starts.items():
+        if start_rules.falls_due(watch, state.now):
+            starts = starts.set(item, start_rules.overdue(watch))
+            items = mark(items, item)
+    if starts is state.starts:
+        return state
+    return evolve(state, starts=starts, pending=evolve(state.pending, items=items))
 
 
 def mark_key(state: CatalogState, key: str) -> CatalogState:
@@ -295,8 +314,15 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
     sticky = Gate.STICKY_RUNTIME_NAMES in state.config.gates
     for item in marked(p.items):
         old = cands.get(item)
-        new = registry.claim(state, item)
         key = ItemKey.parse(item)
+        # The start watch first, since the claim reads it: kept while the item's runtime keeps starting,
+        # dropped once it is ready, scaled to zero or gone.
+        watch = state.starts.get(item)
+        started = start_rules.track(watch, registry.start_deadline(state, key), state.now)
+        if started is not watch:
+            starts = state.starts.set(item, started) if started is not None else state.starts.delete(item)
+            state = evolve(state, starts=starts)
+        new = registry.claim(state, item)
         if registry.health_gated(key):
             gate = registry.health_key(key)
             tracked = health_rules.track(health.get(gate), new.health_url if new else None, state.now)
@@ -325,7 +351,7 @@ def _refresh_candidates(state: CatalogState) -> CatalogState:
             cands, last_good = cands.delete(item), last_good.delete(item)
         else:
             cands = cands.set(item, new)
-            if new.reason is Reason.PUBLISHED and new.route is not None:
+            if new.reason in CURRENT_ROUTE and new.route is not None:
                 last_good = last_good.set(item, new.route)
             elif (kept := last_good.get(item)) is not None and _key_withdrawn(new, kept):
                 # Not kept any more, so not restored later either: the item publishes again once good.

@@ -15,6 +15,9 @@ class RouteState(StrEnum):
 class Reason(StrEnum):
     # published
     PUBLISHED = "Published"
+    # a KubeAI Model that KubeAI scales up from zero on a request: published whether or not a replica is
+    # ready (a request may wait for one to start), so its readiness flapping never rewrites anything
+    SCALES_FROM_ZERO = "ScalesFromZero"
     # withheld: a real state of the world, not bad input
     NOT_READY = "NotReady"
     HEALTH_CHECK_PENDING = "HealthCheckPending"
@@ -52,6 +55,9 @@ class Reason(StrEnum):
     CATALOG_TOO_LARGE = "CatalogTooLarge"  # the rendered catalog does not fit in one ConfigMap
     # a local ModelActivation whose engine runs on KubeAI, while KubeAI's CRD is not installed
     KUBEAI_NOT_INSTALLED = "KubeAINotInstalled"
+    # a Model published while it scales from zero has had pods for longer than the start deadline and
+    # none is ready: its route stays (KubeAI keeps starting it), and it is reported
+    START_DEADLINE_EXCEEDED = "StartDeadlineExceeded"
     # conflict: another item owns the name or the id
     CONFLICT = "Conflict"
     DUPLICATE_NAME = "DuplicateName"
@@ -82,8 +88,15 @@ KEEPS_LAST_GOOD: frozenset[Reason] = frozenset(
     }
 )
 
+# Reasons of a claim that carries the item's current route, from good input: the route LiteLLM is to hold
+# (and the item's last good route from then on). The rest carry no route, or the last good one.
+CURRENT_ROUTE: frozenset[Reason] = frozenset(
+    {Reason.PUBLISHED, Reason.SCALES_FROM_ZERO, Reason.START_DEADLINE_EXCEEDED}
+)
+
 STATE_OF: dict[Reason, RouteState] = {
     Reason.PUBLISHED: RouteState.PUBLISHED,
+    Reason.SCALES_FROM_ZERO: RouteState.PUBLISHED,
     **dict.fromkeys(
         (
             Reason.NOT_READY,

@@ -117,6 +117,7 @@ SPECS: tuple[SourceSpec, ...] = (
         parse=lambda state, obj: KubeAIModel.from_k8s(obj),
         value_type=KubeAIModel,
         sticky_names=True,
+        start_deadline=claims.kubeai_start_deadline,
     ),
 )
 
@@ -200,6 +201,12 @@ def claim(state: CatalogState, item: str) -> Candidate | None:
     if spec is None:
         return None
     return claims.checked(state, spec.claim(state, spec, key))
+
+
+def start_deadline(state: CatalogState, key: ItemKey) -> float | None:
+    """The start deadline of an item published before its runtime is ready, while that runtime starts."""
+    spec = BY_PREFIX.get(key.prefix)
+    return spec.start_deadline(state, spec, key) if spec is not None else None
 
 
 def rank(source: Source) -> int:

@@ -46,6 +46,7 @@ class Resource:
 Claim = Callable[[CatalogState, "SourceSpec", ItemKey], Candidate | None]
 WarningTarget = Callable[[CatalogState, ItemKey, str], ObjectRef | None]
 PublishedName = Callable[[CatalogState, "SourceSpec", ItemKey], str | None]
+StartDeadline = Callable[[CatalogState, "SourceSpec", ItemKey], float | None]
 # raw (trimmed, redacted) object -> its typed value (which may carry a Problem), or None: not the source's
 Parse = Callable[[CatalogState, Mapping[str, Any]], Any]
 
@@ -83,6 +84,10 @@ class SourceSpec:
     # such items (of any rank), the one holding a model name keeps it, and rank decides only when none
     # holds it (behaviour §3). They rank below every source without it.
     sticky_names: bool = False
+    # For a source whose items may be published before their runtime is ready: the seconds an item's
+    # runtime may spend starting (pods, none ready) before its claim reports it, or None while it is not
+    # starting (or not published before it is ready). The claim reads ``state.starts``.
+    start_deadline: StartDeadline = lambda state, spec, key: None
 
     def item(self, name: str) -> ItemKey:
         return ItemKey(self.item_prefix, name)

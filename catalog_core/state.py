@@ -71,6 +71,16 @@ class RuntimeHealth:
 
 
 @attrs.frozen
+class StartWatch:
+    """A route published before it is ready whose runtime is starting: pods exist, none is ready
+    (behaviour §1.1)."""
+
+    since: float  # the tick that first saw it starting
+    due: float  # when it is overdue if it is starting still
+    overdue: bool = False  # it has been starting for longer than its start deadline
+
+
+@attrs.frozen
 class DesiredRoute:
     """One LiteLLM deployment the catalog owns, exactly as it would be sent (api_key as a reference)."""
 
@@ -319,6 +329,7 @@ class CatalogState:
     cluster: ClusterView = ClusterView()
     litellm: LiteLLMView = LiteLLMView()
     health: PMap[RuntimeHealth] = attrs.field(factory=empty)
+    starts: PMap[StartWatch] = attrs.field(factory=empty)  # by item key
     derived: Derived = Derived()
     pending: Pending = Pending()
     control: Control = Control()
@@ -362,6 +373,7 @@ class CatalogState:
             self.cluster,
             self.litellm,
             self.health,
+            self.starts,
             self.derived,
             pending,
             self.control,
@@ -395,6 +407,7 @@ _POSITIONAL_COPIES = {
         "cluster",
         "litellm",
         "health",
+        "starts",
         "derived",
         "pending",
         "control",

@@ -83,8 +83,16 @@ RUNTIME_DEPLOYMENT: Final[Spec] = {
 TRIM: Final[Mapping[SourceKind, Spec]] = {
     SourceKind.KUBEAI_MODELS: {
         "metadata": _META,
-        "spec": {"features": KEEP, "args": KEEP, "engine": KEEP, "resourceProfile": KEEP},
-        "status": {"replicas": {"ready": KEEP}},
+        "spec": {
+            "features": KEEP,
+            "args": KEEP,
+            "engine": KEEP,
+            "resourceProfile": KEEP,
+            "minReplicas": KEEP,
+            "maxReplicas": KEEP,
+            "autoscalingDisabled": KEEP,
+        },
+        "status": {"replicas": {"all": KEEP, "ready": KEEP}},
     },
     SourceKind.EXTERNAL_MODELS: {"metadata": _META, "data": {"models.json": KEEP}},
     SourceKind.MODEL_ACTIVATIONS: {

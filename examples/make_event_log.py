@@ -11,7 +11,9 @@ ours and a stale row of ours, and then:
 1. the controller starts: every source is listed, LiteLLM is observed, and the
    first ticks publish the routes, the catalog, the AgentTemplate and the
    openclaw rollout; the FreeToken runtime ``phi-4-mini`` passes its first probe;
-2. KubeAI Model ``qwen2.5-coder-7b`` finishes pulling (ready 0 -> 1) and is published;
+2. KubeAI Model ``qwen2.5-coder-7b`` finishes pulling (ready 0 -> 1) and is published; ``gemma-3-4b``,
+   which scales from zero (published while scaled to zero), is started by a request, serves it and is
+   scaled back to zero by KubeAI: nothing is written;
 3. someone edits ``ConfigMap/ai-external-models`` with a typo (invalid JSON:
    the last good models stay, routes.json says InvalidJSON, a Warning Event is
    emitted), then fixes it, adding ``gpt-4.1-mini``;
@@ -138,6 +140,14 @@ def generate(out: Path, config: CatalogConfig | None = None) -> Recorder:
     qwen["status"]["replicas"]["ready"] = 1
     shell.upsert(SourceKind.KUBEAI_MODELS, qwen)
     shell.settle()
+    gemma = _find(grouped[SourceKind.KUBEAI_MODELS], "gemma-3-4b")
+    for version, pods, ready in (("6201", 1, 0), ("6202", 1, 1), ("6203", 0, 0)):
+        shell.advance(5)
+        gemma = copy.deepcopy(gemma)
+        gemma["metadata"]["resourceVersion"] = version
+        gemma["status"]["replicas"] = {"all": pods, "ready": ready}
+        shell.upsert(SourceKind.KUBEAI_MODELS, gemma)
+        shell.settle()
 
     # 3. Someone adds gpt-4.1-mini to ai-external-models but forgets a comma; then fixes it.
     shell.advance(20)

@@ -13,12 +13,13 @@ from catalog_core.evolve import evolve
 from catalog_core.external_fields import CUSTOM_LLM_PROVIDER
 from catalog_core.gates import Gate
 from catalog_core.keys import ItemKey, activation_ref, secret_ref, service_ref
-from catalog_core.reasons import KEEPS_LAST_GOOD, Reason
+from catalog_core.reasons import CURRENT_ROUTE, KEEPS_LAST_GOOD, Reason
 from catalog_core.rules.routes import NO_KEY, Origin, external_route, kubeai_route, runtime_route
 from catalog_core.sealing import ENV_REFERENCE, TOO_MANY, invalid_value
 from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL, PROVIDER_SECRET_PREFIX
 from catalog_core.sources.external import ExternalModel, InlineKey, SecretKeyRef
+from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.sources.secret import SecretInfo, allowed_by_name
 from catalog_core.state import Candidate, CatalogState, DesiredRoute, SourceStatus
 from catalog_core.trim import PROVIDER_SECRET_API_BASES
@@ -32,7 +33,7 @@ def checked(state: CatalogState, claim: Candidate | None) -> Candidate | None:
     """The last gate of every claim, whatever its source and field: LiteLLM resolves a string of
     litellm_params that starts with os.environ/ from its own environment (its master key, its
     DATABASE_URL)."""
-    if claim is None or claim.route is None or claim.reason is not Reason.PUBLISHED:
+    if claim is None or claim.route is None or claim.reason not in CURRENT_ROUTE:
         return claim
     field = env_reference_field(claim.route)
     if field is not None:
@@ -147,13 +148,46 @@ def kubeai_claim(state: CatalogState, spec: Origin, key: ItemKey) -> Candidate |
     if model.problem is not None and model.problem.reason is Reason.NESTED_TOO_DEEPLY:
         # unreadable, so its readiness is unknown: bad input keeps the last good route
         return _with_last_good(state, base, model.problem.reason, model.problem.message)
-    if not model.ready:
+    cold = published_cold(state.config, model)
+    if not model.ready and not cold:
         return _with_last_good(
             state, base, Reason.NOT_READY, "status.replicas.ready is not a positive number"
         )
     if model.problem is not None:
         return _with_last_good(state, base, model.problem.reason, model.problem.message)
-    return evolve(base, route=kubeai_route(model, item, spec, state.config))
+    route = kubeai_route(model, item, spec, state.config)
+    if not cold:
+        return evolve(base, route=route)
+    # The same claim whether or not a replica is ready, so readiness flapping between 0 and N rewrites
+    # nothing (no LiteLLM row, no catalog, no consumer); only a start that never ends is reported.
+    watch = state.starts.get(item)
+    if watch is not None and watch.overdue:
+        seconds = f"{state.config.kubeai_start_deadline_seconds:g}"
+        message = (
+            f"its pods have been starting for more than {seconds} s and none is ready: requests for it "
+            "wait for KubeAI, which keeps starting it (see the Model's pods); the route stays published"
+        )
+        return evolve(base, route=route, reason=Reason.START_DEADLINE_EXCEEDED, message=message)
+    message = (
+        "published with or without a ready replica: KubeAI starts one when a request arrives (autoscaling "
+        "from zero), so the first request after it scaled to zero waits for a cold start"
+    )
+    return evolve(base, route=route, reason=Reason.SCALES_FROM_ZERO, message=message)
+
+
+def published_cold(config: CatalogConfig, model: KubeAIModel) -> bool:
+    """Whether ``model`` is published while no replica is ready: KubeAI scales it up from zero on a
+    request, and the setting and the planning gate allow it (behaviour §1.1)."""
+    allowed = Gate.SCALE_FROM_ZERO in config.gates and config.kubeai_scale_from_zero
+    return allowed and model.scales_from_zero
+
+
+def kubeai_start_deadline(state: CatalogState, spec: Origin, key: ItemKey) -> float | None:
+    """The start deadline of a Model published while no replica is ready whose pods are starting."""
+    model = state.stored(spec.kind).get(key.name)
+    if model is None or not model.starting or not published_cold(state.config, model):
+        return None
+    return state.config.kubeai_start_deadline_seconds
 
 
 _HOW_TO_ALLOW = (

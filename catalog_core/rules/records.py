@@ -34,13 +34,15 @@ def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
         return RouteRecord(
             source, name, logical, RouteState.ERROR, failure.reason, failure.detail, route.id, published
         )
-    if cand.reason is not Reason.PUBLISHED:
-        # Bad input while the last good route stays (behaviour §8), or a Secret not read yet.
-        return RouteRecord(
-            source, name, logical, state_of(cand.reason), cand.reason, cand.message, route.id, published
-        )
+    state_now = state_of(cand.reason)
+    if state_now is not RouteState.PUBLISHED:
+        # Bad input while the last good route stays (behaviour §8), a Secret not read yet, or a runtime
+        # that keeps starting while its route stays.
+        return RouteRecord(source, name, logical, state_now, cand.reason, cand.message, route.id, published)
     if published:
-        return RouteRecord(source, name, logical, RouteState.PUBLISHED, Reason.PUBLISHED, "", route.id)
+        # Published, or published while it scales from zero (the claim says why, in the same words whether
+        # or not a replica is ready).
+        return RouteRecord(source, name, logical, state_now, cand.reason, cand.message, route.id)
     return RouteRecord(
         source, name, logical, RouteState.WITHHELD, Reason.PENDING, "waiting for LiteLLM", route.id
     )

@@ -28,11 +28,13 @@ from catalog_core.values import (
     COMPUTE_TARGETS,
     MAX_TOKENS,
     RESERVED_NAMES,
+    FieldError,
     ModelType,
     compute_target_from_profile,
     features_type,
     kubeai_model_type,
     positive_int,
+    shown,
 )
 
 _FLAG = re.compile(r"^--max-model-len(?:(?:=|\s+)(\S*))?$")
@@ -41,7 +43,8 @@ _SEQS = re.compile(r"^--max-num-seqs(?:(?:=|\s+)(\S*))?$")
 
 @attrs.frozen
 class KubeAIModel:
-    """What the catalog needs from a Model. Replica counts shrink to ``ready`` so they cause no writes."""
+    """What the catalog needs from a Model. Replica counts shrink to ``ready`` and ``starting`` so they cause
+    no writes."""
 
     name: str
     uid: str
@@ -55,6 +58,11 @@ class KubeAIModel:
     max_num_seqs: int | None = None
     problem: Problem | None = None  # the model cannot be published (its last good route stays)
     warnings: tuple[FieldWarning, ...] = ()  # optional fields dropped; published without them
+    # KubeAI scales it up from zero when a request for it arrives: autoscaling is on (no
+    # spec.autoscalingDisabled), spec.minReplicas is 0 (KubeAI's default) and spec.maxReplicas is absent or
+    # at least 1. The default is what a Model without those fields reads as.
+    scales_from_zero: bool = True
+    starting: bool = False  # it has pods (status.replicas.all) and none of them is ready
 
     @classmethod
     def from_k8s(cls, obj: Mapping[str, Any]) -> KubeAIModel | None:
@@ -91,8 +99,10 @@ class KubeAIModel:
         args_raw = spec.get("args")
         args = [a for a in args_raw if isinstance(a, str)] if isinstance(args_raw, list) else []
         ready = isinstance(positive_int(raw.path(obj, "status", "replicas", "ready"), "ready"), int)
+        pods = isinstance(positive_int(raw.path(obj, "status", "replicas", "all"), "all"), int)
 
         fields = OptionalFields()
+        scales_from_zero = _scales_from_zero(spec, fields)
         context: int | None = None
         if CONTEXT_WINDOW_ANNOTATION in annotations:
             context = fields.limit(annotations[CONTEXT_WINDOW_ANNOTATION], CONTEXT_WINDOW_ANNOTATION)
@@ -125,7 +135,58 @@ class KubeAIModel:
             max_num_seqs=max_num_seqs,
             problem=problem,
             warnings=fields.warnings,
+            scales_from_zero=scales_from_zero,
+            starting=pods and not ready,
         )
+
+
+_ONLY_WHILE_READY = "read as not scaling from zero: published only while a replica is ready"
+
+
+def _scales_from_zero(spec: Mapping[str, Any], fields: OptionalFields) -> bool:
+    """Whether KubeAI scales the Model up from zero on a request (behaviour §1.1). A value KubeAI's own
+    schema refuses is dropped with a warning, and the Model keeps the rule that needs no guess: it is
+    published only while a replica is ready."""
+    disabled = spec.get("autoscalingDisabled")
+    if disabled is not None and not isinstance(disabled, bool):
+        fields.drop(
+            "spec.autoscalingDisabled",
+            f"must be true or false, got {_described(disabled)}; {_ONLY_WHILE_READY}",
+        )
+        return False
+    minimum = _count(spec.get("minReplicas"))
+    if isinstance(minimum, FieldError):
+        fields.drop(
+            "spec.minReplicas", f"must be an integer >= 0, got {minimum.message}; {_ONLY_WHILE_READY}"
+        )
+        return False
+    maximum = _count(spec.get("maxReplicas"))
+    if isinstance(maximum, FieldError) or maximum == 0:
+        got = maximum.message if isinstance(maximum, FieldError) else "0"
+        fields.drop("spec.maxReplicas", f"must be an integer >= 1, got {got}; {_ONLY_WHILE_READY}")
+        return False
+    return not disabled and not minimum
+
+
+def _count(value: Any) -> int | FieldError | None:
+    """A replica count: an int >= 0 or a string of digits (None when absent or null); else the error, whose
+    message describes the value."""
+    if value is None or (type(value) is int and value >= 0):
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value) <= 12:
+        return int(value.strip())
+    return FieldError(_described(value))
+
+
+def _described(value: Any) -> str:
+    """How a value from input is quoted in a warning (strings escaped and short, numbers only when short)."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if -(10**18) < value < 10**18 else "a number of that size"
+    return type(value).__name__
 
 
 # A name the API server accepts (a DNS subdomain, or any case of one): printable ASCII on one line, shorter
@@ -232,6 +293,15 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         target = annotations.get(COMPUTE_TARGET_ANNOTATION)
         if target is not None and not (type(target) is str and target in COMPUTE_TARGETS):
             return None
+    minimum = spec.get("minReplicas")
+    maximum = spec.get("maxReplicas")
+    disabled = spec.get("autoscalingDisabled")
+    if (
+        (minimum is not None and (type(minimum) is not int or minimum < 0))
+        or (maximum is not None and (type(maximum) is not int or maximum < 1))
+        or (disabled is not None and type(disabled) is not bool)
+    ):
+        return None  # the careful path decides (and warns about) what KubeAI's schema would refuse
     status = obj.get("status")
     replicas = status.get("replicas") if type(status) is dict else None
     count = replicas.get("ready") if type(replicas) is dict else None
@@ -239,6 +309,11 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         ready = 0 < count <= MAX_TOKENS
     else:
         ready = isinstance(positive_int(raw.path(obj, "status", "replicas", "ready"), "ready"), int)
+    count = replicas.get("all") if type(replicas) is dict else None
+    if type(count) is int:
+        pods = 0 < count <= MAX_TOKENS
+    else:
+        pods = isinstance(positive_int(raw.path(obj, "status", "replicas", "all"), "all"), int)
     engine = spec.get("engine")
     if not (isinstance(engine, str) and engine.strip()):
         engine = annotations.get(ENGINE_ANNOTATION)
@@ -260,6 +335,8 @@ def _from_plain(obj: Mapping[str, Any]) -> KubeAIModel | None:
         context,
         max_output,
         max_num_seqs,
+        scales_from_zero=not disabled and not minimum,
+        starting=pods and not ready,
     )
 
 

@@ -422,3 +422,53 @@ def test_yaml_anchors_that_share_parts_of_objects_are_still_read(tmp_path):
     out = render("-f", str(small))
     assert out.returncode == 0, out.stderr
     assert [d["model_name"] for d in json.loads(out.stdout)["litellm"]] == ["lol"]
+
+
+def _scaling_model(name: str, ready: int, pods: int, **scaling: object) -> dict[str, object]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": name, "namespace": "ai", "uid": f"uid-{name}"},
+        "spec": {"features": ["TextGeneration"], "engine": "VLLM", "url": f"hf://x/{name}", **scaling},
+        "status": {"replicas": {"all": pods, "ready": ready}},
+    }
+
+
+SCALING_MODELS = [
+    _scaling_model("cold", 0, 0, minReplicas=0),  # scaled to zero
+    _scaling_model("waking", 0, 1),  # no minReplicas (KubeAI reads 0), its first pod starting
+    _scaling_model("always-on", 0, 1, minReplicas=1),
+    _scaling_model("manual", 0, 1, minReplicas=0, autoscalingDisabled=True),
+]
+
+
+def test_render_publishes_a_model_that_scales_from_zero_and_withholds_the_others(tmp_path):
+    """Behaviour §1.1: minReplicas 0 and no ready replica: its LiteLLM row, its catalog entry and a
+    published/ScalesFromZero record; minReplicas 1 or autoscalingDisabled and none ready: withheld."""
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": SCALING_MODELS}))
+    out = render("-f", str(path))
+    assert out.returncode == 0, out.stderr
+    output = json.loads(out.stdout)
+    rows = {r["model_name"]: r for r in output["litellm"]}
+    assert set(rows) == {"cold", "waking"}
+    assert rows["cold"]["litellm_params"]["api_base"] == "http://kubeai.ai.svc.cluster.local/openai/v1"
+    entries = {m["id"] for m in json.loads(output["catalog"]["catalog.json"])["models"]}
+    assert entries == {"cold", "waking"}
+    routes = {r["name"]: (r["state"], r["reason"]) for r in output["routes"]}
+    assert routes == {
+        "cold": ("published", "ScalesFromZero"),
+        "waking": ("published", "ScalesFromZero"),
+        "always-on": ("withheld", "NotReady"),
+        "manual": ("withheld", "NotReady"),
+    }
+    record = next(r for r in json.loads(output["catalog"]["routes.json"]) if r["name"] == "cold")
+    assert "cold start" in record["message"] and record["id"] == "ai-appliance-kubeai-cold"
+    assert errors("routes.schema.json", json.loads(output["catalog"]["routes.json"])) == []
+
+    # the setting off: the previous rule, every Model published only while ready
+    off = render("-f", str(path), env={"CATALOG_KUBEAI_SCALE_FROM_ZERO": "false"})
+    assert off.returncode == 0, off.stderr
+    output = json.loads(off.stdout)
+    assert output["litellm"] == []
+    assert {r["reason"] for r in output["routes"]} == {"NotReady"}

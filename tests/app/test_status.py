@@ -47,14 +47,16 @@ def test_the_example_catalog_as_a_table() -> None:
     lines = table(status, NOW)
     assert lines[0] == (
         f"catalog {example()['AI_APPLIANCE_MODEL_CATALOG_HASH']}  written 2026-12-04T05:48:00Z (12m ago)  "
-        "leader replica-a, renewed 3s ago  11 items, 2 in error or conflict"
+        "leader replica-a, renewed 3s ago  12 items, 2 in error or conflict"
     )
     assert lines[1].split() == ["MODEL", "SOURCE", "STATE", "REASON", "ROUTES", "SINCE"]
     why = lines.index("why:")
     rows = {line.split()[0]: line.split() for line in lines[2:why]}
-    assert len(rows) == 11
+    assert len(rows) == 12
     assert rows["llama-3.1-8b"] == ["llama-3.1-8b", "kubeai", "published", "Published", "local+mesh", ">=12m"]
     assert rows["groq-llama"][1:5] == ["external", "error", "SecretNotAllowed", "-"]
+    # scaled to zero, and listed: the reason says why there is no pod (behaviour §1.1)
+    assert rows["gemma-3-4b"] == ["gemma-3-4b", "kubeai", "published", "ScalesFromZero", "local", ">=12m"]
     assert [i.name for i in status.failing] == ["borrowed-key", "groq-llama"]
     # why each one in error is, in the default table: its message, with the command that fixes it
     assert [line.split()[0] for line in lines[why + 1 :]] == ["borrowed-key", "groq-llama"]

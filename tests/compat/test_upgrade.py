@@ -240,6 +240,15 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
                     )
                 },
             },
+            # Scales from zero (no minReplicas: KubeAI reads 0) and has no ready replica: today's controller
+            # withholds it, so it has no legacy row. Publishing it is an intended difference (README's
+            # differences table, behaviour §1.1).
+            {
+                "apiVersion": "kubeai.org/v1",
+                "kind": "Model",
+                "metadata": {"name": "mct-cold", "namespace": "ai"},
+                "spec": {"features": ["TextGeneration"], "engine": "VLLM", "url": "hf://x/cold"},
+            },
             legacy.catalog_configmap(list(before.values())),
         )
         kubectl_status(world, "mct-llama")
@@ -260,12 +269,14 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
         settled(world, first)
         after = litellm.rows()
 
-        # rows: the same ids, no duplicates, legacy rows adopted in place
-        assert set(after) == set(before) - {"ai-appliance-kubeai-mct-retired"}
+        # rows: the same ids, no duplicates, legacy rows adopted in place; plus the intended difference
+        assert set(after) == set(before) - {"ai-appliance-kubeai-mct-retired"} | {
+            "ai-appliance-kubeai-mct-cold"
+        }
         names = Counter(
             r["model_name"] for r in after.values() if r["model_info"].get("ai_appliance_owner") == OWNER
         )
-        assert names == Counter({"mct-llama": 1, "mct-gpt": 1, "mct-gw": 1, "mct-local": 1})
+        assert names == Counter({"mct-llama": 1, "mct-gpt": 1, "mct-gw": 1, "mct-local": 1, "mct-cold": 1})
         adopted = [f"ai-appliance-{s}" for s in ("kubeai-mct-llama", "external-mct-gpt", "external-mct-gw")]
         adopted.append("ai-appliance-external-mct-local")
         for rid in adopted:
@@ -281,6 +292,10 @@ def test_upgrade_adopts_legacy_rows_in_place_and_rolls_each_consumer_once(
         assert keys["ai-appliance-external-mct-gw"]["name"] == "ai-model-provider-openai"
         assert after["ai-appliance-external-mct-gw"]["litellm_params"]["api_base"] == gateway
         assert writes[("litellm-delete", "ai-appliance-kubeai-mct-retired")] == 1
+        # the intended difference: the Model that scales from zero is published, ready or not
+        assert writes[("litellm-create", "ai-appliance-kubeai-mct-cold")] == 1
+        cold = next(r for r in json.loads(world.catalog()["routes.json"]) if r["name"] == "mct-cold")
+        assert (cold["state"], cold["reason"]) == ("published", "ScalesFromZero")
         # foreign rows byte-identical
         for rid in (MESH["model_info"]["id"], HAND["model_info"]["id"]):
             assert after[rid] == before[rid]

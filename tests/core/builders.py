@@ -33,19 +33,34 @@ def kubeai_model(
     annotations: dict[str, str] | None = None,
     engine: str = "VLLM",
     profile: str = "cpu:1",
+    min_replicas: Any = 1,
+    max_replicas: Any = None,
+    autoscaling_disabled: Any = None,
+    pods: Any = 1,
 ) -> dict[str, Any]:
+    """A Model; by default one that cannot scale from zero (``minReplicas: 1``, as the appliance's operator
+    creates them), so it is published only while ready. ``min_replicas=None`` leaves the field out (KubeAI
+    reads 0: it scales from zero); ``pods`` is ``status.replicas.all``."""
+    spec: dict[str, Any] = {
+        "features": features if features is not None else ["TextGeneration"],
+        "engine": engine,
+        "url": f"hf://example/{name}",
+        "resourceProfile": profile,
+        "args": args or [],
+    }
+    for key, value in (
+        ("minReplicas", min_replicas),
+        ("maxReplicas", max_replicas),
+        ("autoscalingDisabled", autoscaling_disabled),
+    ):
+        if value is not None:
+            spec[key] = value
     return {
         "apiVersion": "kubeai.org/v1",
         "kind": "Model",
         "metadata": _meta(name, annotations=annotations),
-        "spec": {
-            "features": features if features is not None else ["TextGeneration"],
-            "engine": engine,
-            "url": f"hf://example/{name}",
-            "resourceProfile": profile,
-            "args": args or [],
-        },
-        "status": {"replicas": {"all": 1, "ready": ready}},
+        "spec": spec,
+        "status": {"replicas": {"all": pods, "ready": ready}},
     }
 
 

@@ -31,6 +31,7 @@ def model(
     args: Any = None,
     features: Any = None,
     ready: Any = 1,
+    pods: Any = None,
     **spec: Any,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "ai", "uid": "uid-1", "resourceVersion": "7"}
@@ -47,7 +48,7 @@ def model(
             "args": ["--max-model-len=8192", "--max-num-seqs=8"] if args is None else args,
             **spec,
         },
-        "status": {"replicas": {"ready": ready}},
+        "status": {"replicas": {"ready": ready} if pods is None else {"all": pods, "ready": ready}},
     }
 
 
@@ -96,6 +97,39 @@ def test_what_the_careful_path_must_judge_is_left_to_it():
         assert same_on_both_paths(obj) is None
     # A bool is no replica count: read by the careful rule, still on the fast path
     assert same_on_both_paths(model(ready=True)) is not None
+    # Scaling fields KubeAI's schema refuses are dropped with a warning by the careful path only
+    for spec in (
+        {"minReplicas": "x"},
+        {"minReplicas": -1},
+        {"maxReplicas": 0},
+        {"autoscalingDisabled": "yes"},
+    ):
+        assert same_on_both_paths(model(**spec)) is None
+        assert KubeAIModel.from_k8s(model(**spec)).scales_from_zero is False
+
+
+def test_scaling_fields_read_the_same_on_both_paths():
+    # KubeAI's defaults: no minReplicas is 0, so a Model scales from zero unless told otherwise
+    assert same_on_both_paths(model()).scales_from_zero is True  # type: ignore[union-attr]
+    for spec, scales in (
+        ({"minReplicas": 0}, True),
+        ({"minReplicas": 0, "maxReplicas": 3}, True),
+        ({"minReplicas": 1}, False),
+        ({"minReplicas": 0, "autoscalingDisabled": True}, False),
+        ({"autoscalingDisabled": False}, True),
+    ):
+        read = same_on_both_paths(model(**spec))
+        assert read is not None and read.scales_from_zero is scales, spec
+    # starting: pods exist, none ready
+    for ready, pods, starting in (
+        (0, 1, True),
+        (0, 0, False),
+        (1, 1, False),
+        (0, None, False),
+        (0, "2", True),
+    ):
+        read = KubeAIModel.from_k8s(model(ready=ready, pods=pods))
+        assert read is not None and read.starting is starting, (ready, pods)
 
 
 # Plain values (the fast path reads them) as often as odd ones (it must leave them to the careful path).
@@ -107,6 +141,9 @@ limits = st.one_of(
     st.sampled_from(
         ["8192", "0", "-1", "007", " 12", "12 ", "1e3", "١٢", "", "9" * 13, "16777217", True, 1.5]
     ),
+)
+replica_counts = st.one_of(
+    st.integers(-2, 5), st.sampled_from(["0", "1", " 0", "x", "", True, False, 1.5, 2**40, "9" * 13, [0]])
 )
 names = st.one_of(
     st.sampled_from(["llama", "Llama-3.1_8B", "qwen2.5-7b", "embed-v1"]),
@@ -162,16 +199,26 @@ annotation_maps = st.dictionaries(
         st.sampled_from([None, "TextGeneration", ()]),
     ),
     ready=st.one_of(limits, st.sampled_from([{}, [1]])),
+    pods=st.one_of(st.none(), limits),
     engine=st.one_of(st.none(), st.sampled_from(["VLLM", " OLlama ", "", " ", 7])),
     profile=st.one_of(st.none(), st.sampled_from(["nvidia-gpu-l4:1", "AMD-gpu", "intel", "cpu:2", 3])),
+    minimum=st.one_of(st.none(), replica_counts),
+    maximum=st.one_of(st.none(), replica_counts),
+    disabled=st.one_of(st.none(), st.booleans(), st.sampled_from(["true", 0, 1, None])),
 )
 def test_both_paths_agree_on_models_built_from_odd_field_values(
-    name, annotations, args, features, ready, engine, profile
+    name, annotations, args, features, ready, pods, engine, profile, minimum, maximum, disabled
 ):
-    obj = model(name, annotations=annotations, args=args, features=features, ready=ready)
-    for field, value in (("engine", engine), ("resourceProfile", profile)):
+    obj = model(name, annotations=annotations, args=args, features=features, ready=ready, pods=pods)
+    for field, value in (
+        ("engine", engine),
+        ("resourceProfile", profile),
+        ("minReplicas", minimum),
+        ("maxReplicas", maximum),
+        ("autoscalingDisabled", disabled),
+    ):
         if value is None:
-            del obj["spec"][field]
+            obj["spec"].pop(field, None)
         else:
             obj["spec"][field] = value
     same_on_both_paths(obj)
@@ -215,14 +262,25 @@ def test_both_paths_agree_on_well_formed_models_with_any_field_changed(obj):
     ),
     features=st.lists(st.sampled_from(["TextGeneration", "TextEmbedding", "Reranking", "SpeechToText"])),
     ready=st.integers(0, 3),
+    pods=st.one_of(st.none(), st.integers(0, 3)),
     target=st.sampled_from([None, "cpu", "nvidia-gpu", "amd-gpu", "intel-gpu"]),
+    scaling=st.fixed_dictionaries(
+        {},
+        optional={
+            "minReplicas": st.integers(0, 3),
+            "maxReplicas": st.integers(1, 4),
+            "autoscalingDisabled": st.booleans(),
+        },
+    ),
 )
 def test_well_formed_models_take_the_fast_path_and_read_as_on_the_careful_one(
-    name, annotations, args, features, ready, target
+    name, annotations, args, features, ready, pods, target, scaling
 ):
     if target is not None:
         annotations = {**(annotations or {}), TARGET_ANNOTATION: target}
-    obj = model(name, annotations=annotations, args=args, features=features, ready=ready)
+    obj = model(
+        name, annotations=annotations, args=args, features=features, ready=ready, pods=pods, **scaling
+    )
     assert same_on_both_paths(obj) is not None
 
 

@@ -205,8 +205,11 @@ def test_the_controller_end_to_end(world: Any) -> None:
             what="the first catalog",
         )
 
-        # 1. KubeAI Models: created (not ready) -> withheld; ready -> published; unready -> withdrawn; deleted
-        cluster.apply(model("llama", args=["--max-model-len=8192"]), model("qwen"))
+        # 1. KubeAI Models that cannot scale from zero (minReplicas 1, as the operator creates them):
+        # created (not ready) -> withheld; ready -> published; unready -> withdrawn; deleted
+        cluster.apply(
+            model("llama", args=["--max-model-len=8192"], minReplicas=1), model("qwen", minReplicas=1)
+        )
         wait_for(
             lambda: cluster.routes().get(("kubeai", "llama"), {}).get("reason") == "NotReady", what="NotReady"
         )
@@ -318,7 +321,11 @@ def test_the_controller_end_to_end(world: Any) -> None:
             20,
             what="phi withdrawn after 2 failures",
         )
-        assert cluster.routes()[("freetoken", "phi")]["reason"] == "HealthCheckFailed"
+        # routes.json follows once LiteLLM is read again after the delete (the catalog waits for it)
+        wait_for(
+            lambda: cluster.routes()[("freetoken", "phi")]["reason"] == "HealthCheckFailed",
+            what="HealthCheckFailed recorded",
+        )
         health.healthy = True
         wait_for(lambda: "ai-appliance-freetoken-phi" in litellm.rows(), 20, what="phi back")
 

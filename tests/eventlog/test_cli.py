@@ -39,7 +39,7 @@ STALE = "examples/event-log.jsonl is stale: regenerate it with .venv/bin/python 
 def test_the_example_replays_identically(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, "replay", str(example_log), "--verify")
     assert code == 0, f"{out}\n{STALE} (if the fold's behaviour changed on purpose)"
-    assert out.startswith(f"verified {example_log}: 115 events (seq 1..136), 39 commands and 2 snapshots")
+    assert out.startswith(f"verified {example_log}: 125 events (seq 1..148), 41 commands and 3 snapshots")
     # The README shows this very line (run from the repository's root).
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert out.replace(str(example_log), "examples/event-log.jsonl").strip() in readme, (
@@ -73,11 +73,11 @@ def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.Ca
     code, out, err = _cli(capsys, "replay", str(example_log))
     assert code == 0
     lines = out.splitlines()
-    assert len(lines) == 39
-    assert "59 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
+    assert len(lines) == 41
+    assert "61 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
     assert "kubernetes-event Warning on ConfigMap ai/ai-external-models: InvalidJSON" in out
-    assert any(line.startswith("115 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
-    assert "replayed 115 events (seq 1..136): 39 commands" in err
+    assert any(line.startswith("126 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
+    assert "replayed 125 events (seq 1..148): 41 commands" in err
 
 
 def test_replay_json_is_byte_for_byte_what_was_recorded(
@@ -97,14 +97,15 @@ def test_replay_json_is_byte_for_byte_what_was_recorded(
 
 def test_until_and_from_snapshot(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snapshots = [r["seq"] for r in _records(example_log) if r["k"] == "snapshot"]
-    assert len(snapshots) == 2
+    assert len(snapshots) == 3
     code, out, _ = _cli(capsys, "replay", str(example_log), "--until", "60")
     assert code == 0 and all(int(line.split()[0]) <= 60 for line in out.splitlines())
     code, tail, err = _cli(capsys, "replay", str(example_log), "--from-snapshot", "--until", "120")
     assert code == 0
-    assert f"replaying from the snapshot at seq {snapshots[-1]}" in err
+    latest = max(seq for seq in snapshots if seq <= 120)
+    assert f"replaying from the snapshot at seq {latest}" in err
     full = _cli(capsys, "replay", str(example_log))[1].splitlines()
-    expected = [line for line in full if snapshots[-1] < int(line.split()[0]) <= 120]
+    expected = [line for line in full if latest < int(line.split()[0]) <= 120]
     assert tail.splitlines() == expected
     code, _, err = _cli(capsys, "replay", str(example_log), "--from-snapshot", "--until", "20")
     assert code == 2 and "no snapshot at or before seq 20" in err
@@ -127,7 +128,7 @@ def test_explain_tells_the_story_of_a_withdrawn_runtime(
     assert published < failed < deleted
     assert sum("probe of phi-4-mini-freetoken: unhealthy (HTTP 503" in line for line in story[:failed]) == 2
     assert "catalog entry removed" in out
-    assert "final state (after seq 136): not published" in out
+    assert "final state (after seq 148): not published" in out
     assert "why: HealthCheckFailed: its runtime failed two health probes in a row" in out
 
 
@@ -226,7 +227,7 @@ def test_an_older_version_with_a_migration_is_replayed(
     ("damage", "message"),
     [
         (lambda lines: lines.__setitem__(40, lines[40][:55] + b"\n"), r":41: not JSON \("),
-        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":137: not JSON .* the record is cut short"),
+        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":149: not JSON .* the record is cut short"),
         (
             lambda lines: lines.__setitem__(31, lines[31].replace(b'"k":"event"', b'"k":"evnt"')),
             r":32: unknown record kind 'evnt'",
@@ -356,25 +357,40 @@ def test_the_example_log_is_what_its_generator_writes(example_log: Path, tmp_pat
     assert fresh.stat().st_size < 600_000
 
 
-def test_a_log_written_before_gates_and_the_burst_probe_replays_command_by_command(
+def test_a_log_written_before_gates_the_burst_probe_and_scale_from_zero_replays_command_by_command(
     example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A run recorded before headers and snapshots held the planning gates (state schema
-    49af2580675a676d) and without the burst probe: its header has neither ``gates`` nor
-    CATALOG_LITELLM_BURST_PROBE_SECONDS, its snapshots no ``gates``, no probe setting and no ``probing``
-    flag. It replays with the gates of its schema, probe off; its snapshots are not read (their external
-    models spell their LiteLLM parameters as fields of their own, today's hold them in ``params``), so
-    only its commands are compared."""
+    49af2580675a676d), without the burst probe and before KubeAI Models scaling from zero were published:
+    its header has neither ``gates`` nor CATALOG_LITELLM_BURST_PROBE_SECONDS nor a CATALOG_KUBEAI_*
+    setting, its Model events no minReplicas, maxReplicas, autoscalingDisabled or status.replicas.all
+    (trimmed away then), its snapshots no ``gates``, no probe setting and no ``probing`` flag. It replays
+    with the gates of its schema (no ``scale-from-zero``: every Model published only while ready), probe
+    off; its snapshots are not read (their external models spell their LiteLLM parameters as fields of
+    their own, today's hold them in ``params``), so only its commands are compared."""
     from catalog_core.config import CatalogConfig
+    from catalog_core.gates import ALL_GATES, Gate
 
     fresh = tmp_path / "fresh.jsonl"
-    _generator(example_log).generate(fresh, CatalogConfig(litellm_burst_probe_seconds=0.0))
+    then = CatalogConfig(litellm_burst_probe_seconds=0.0, gates=ALL_GATES - {Gate.SCALE_FROM_ZERO})
+    _generator(example_log).generate(fresh, then)
+
+    def as_trimmed_then(obj: dict[str, Any]) -> None:
+        for key in ("minReplicas", "maxReplicas", "autoscalingDisabled"):
+            obj.get("spec", {}).pop(key, None)
+        obj.get("status", {}).get("replicas", {}).pop("all", None)
+
     older = []
     for record in _records(fresh):
         if record["k"] == "header":
             del record["config"]["CATALOG_LITELLM_BURST_PROBE_SECONDS"]
+            del record["config"]["CATALOG_KUBEAI_SCALE_FROM_ZERO"]
+            del record["config"]["CATALOG_KUBEAI_START_DEADLINE_SECONDS"]
             del record["gates"]
             record["state_schema"] = "49af2580675a676d"
+        elif record["k"] == "event" and record["event"].get("source") == "kubeai-models":
+            for obj in record["event"].get("objects", [record["event"].get("object", {})]):
+                as_trimmed_then(obj)
         elif record["k"] == "snapshot":
             del record["state"]["config"]["litellm_burst_probe_seconds"]
             del record["state"]["config"]["gates"]
@@ -387,6 +403,12 @@ def test_a_log_written_before_gates_and_the_burst_probe_replays_command_by_comma
     code, out, err = _cli(capsys, "replay", str(path), "--verify")
     assert code == 0, err
     assert "only commands are compared" in err and "and 0 snapshots" in out
+    # the run of that day published gemma-3-4b only while a replica was ready: so does its replay
+    code, story, _ = _cli(capsys, "explain", str(path), "gemma-3-4b")
+    assert code == 0
+    assert "published Published -> withheld NotReady" in story
+    assert "litellm-delete ai-appliance-kubeai-gemma-3-4b" in story
+    assert "final state (after seq" in story and "): not published" in story
     # Nor is a shape that is not known at all, with gates recorded.
     older[0]["state_schema"] = "0000000000000000"
     older[0]["gates"] = _records(fresh)[0]["gates"]  # a schema not known to have planned with any gate

@@ -1,6 +1,7 @@
 """``replay --verify --jobs N`` (app.replay_parts) answers exactly as the verify in one process does.
 
-The example log has snapshots at lines 46 and 95; with the size floor lifted it is cut there. Every case
+The example log has snapshots at lines 45, 93 and 143; with the size floor lifted it is cut at the last
+two (the first comes before an eighth of its bytes). Every case
 runs both ways and compares exit code, stdout and stderr: a log that verifies, a difference in a later
 part's commands, a snapshot at a cut that differs from the replay, and an unreadable line in a later part
 (reported with its line number in the whole file).
@@ -52,9 +53,10 @@ def test_the_parts_are_the_snapshots_and_the_answer_is_the_same(example_log: Pat
     whole = replayer.Replayer(example_log)
     lines = example_log.read_bytes().splitlines(keepends=True)
     starts = [sum(len(x) for x in lines[:n]) for n in range(len(lines))]
-    snapshots = [starts[45], starts[94]]  # the snapshot records, at lines 46 and 95
+    snapshots = [starts[44], starts[92], starts[142]]  # the snapshot records, at lines 45, 93 and 143
+    assert [i for i, r in enumerate(_records(example_log)) if r["k"] == "snapshot"] == [44, 92, 142]
     # a part begins at the first snapshot after each 1/N of the file's bytes; one snapshot cuts once
-    assert replay_parts.cuts(whole, 8) == snapshots
+    assert replay_parts.cuts(whole, 8) == snapshots[1:]  # the first is within the first eighth
     assert len(replay_parts.cuts(whole, 2)) == 1 and set(replay_parts.cuts(whole, 2)) <= set(snapshots)
     for jobs in (2, 3, 8):
         one, parts = _both(example_log, jobs)
@@ -81,11 +83,11 @@ def test_a_snapshot_at_a_cut_that_differs_is_reported_by_the_part_that_ends_ther
     example_log: Path, tmp_path: Path
 ) -> None:
     records = _records(example_log)
-    cut = next(i for i, r in enumerate(records) if r["k"] == "snapshot")
+    cut = [i for i, r in enumerate(records) if r["k"] == "snapshot"][1]  # the first that is a cut
     records[cut]["state"]["now"] += 1.0  # the next part starts from this state; the part before compares it
     mutated = _write(tmp_path / "snapshot.jsonl", records)
-    assert sum(1 for line in mutated.read_bytes().splitlines() if b'"snapshot"' in line[:128]) == 2
-    one, parts = _both(mutated, 8)  # cut at both snapshots
+    assert sum(1 for line in mutated.read_bytes().splitlines() if b'"snapshot"' in line[:128]) == 3
+    one, parts = _both(mutated, 8)  # cut at both snapshots after the first eighth
     assert "verifying in 3 parts at once" in parts[2]
     assert one[0] == parts[0] == replayer.EXIT_DIVERGED
     assert parts[1] == one[1]

@@ -112,6 +112,9 @@ def external_configmap(ns: str, models: Any) -> dict[str, Any]:
 
 
 def kubeai_model(ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A Model that cannot scale from zero (``minReplicas: 1``, the appliance operator's default), unless
+    ``spec`` says otherwise: it is published only while ready."""
+    spec.setdefault("minReplicas", 1)
     annotations = spec.pop("annotations", None)
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     if annotations:

@@ -23,7 +23,7 @@ import attrs
 import pytest
 
 from catalog_core.commands import EmitKubernetesEvent, LiteralKey, PatchAgentTemplate
-from catalog_core.events import SourceKind, SourceUnavailable, Unavailability
+from catalog_core.events import SourceKind, SourceUnavailable, Ticked, Unavailability
 from tests.core import builders as b
 from tests.core.harness import Cluster
 from tests.faults import results
@@ -267,6 +267,23 @@ def _deep_kubeai() -> dict[str, Any]:
     model = b.kubeai_model("deep")
     model["spec"]["args"] = [_deep(600)]
     return model
+
+
+def _start_never_ends(c: Cluster) -> None:
+    """Scaled to zero, then asked for: its pod starts and stays unready past the start deadline."""
+    c.apply(b.kubeai_model("stuck", ready=0, pods=0, min_replicas=0))
+    c.apply(b.kubeai_model("stuck", ready=0, pods=1, min_replicas=0))
+    c.run(Ticked(c.state.starts["kubeai/stuck"].due))
+
+
+def _route_kept(name: str) -> Callable[[Cluster], Any]:
+    """Reported, not withdrawn: its row and catalog entry stay."""
+
+    def check(c: Cluster) -> None:
+        assert f"ai-appliance-kubeai-{name}" in c.world.rows and name in c.model_ids()
+        assert c.record(name, "kubeai")["servingLastGood"] is True
+
+    return check
 
 
 def _kubeai_absent(c: Cluster) -> None:
@@ -1026,6 +1043,26 @@ CASES = [
         "word",
         "withheld",
         "NotReady",
+    ),
+    Case(
+        "min-replicas-as-word",
+        'a KubeAI Model with spec.minReplicas "lots" and no ready replica (a rule that did not exist before)',
+        kube("lots", ready=0, min_replicas="lots"),
+        "kubeai",
+        "lots",
+        "withheld",
+        "NotReady",  # read as not scaling from zero, with a warning: only a ready replica publishes it
+        check=_dropped("spec.minReplicas", "lots", source="kubeai"),
+    ),
+    Case(
+        "start-never-ends",
+        "a KubeAI Model that scales from zero whose pod never becomes ready (it was kept silently at first)",
+        _start_never_ends,
+        "kubeai",
+        "stuck",
+        "error",
+        "StartDeadlineExceeded",
+        check=_route_kept("stuck"),
     ),
     Case(
         "template-not-an-object",

@@ -124,6 +124,7 @@ async def test_a_ready_kubeai_model_reaches_the_written_catalog(kube_client: Any
                             "features": ["TextGeneration"],
                             "engine": "VLLM",
                             "args": ["--max-model-len=8192"],
+                            "minReplicas": 1,  # published only while ready
                         },
                     },
                 )

@@ -66,6 +66,7 @@ def kubeai_object(
             "engine": "VLLM",
             "url": f"hf://x/{name}",
             "resourceProfile": "cpu:1",
+            "minReplicas": 1,  # published only while ready
         },
         "status": {"replicas": {"all": 1, "ready": 1 if ready else 0}},
     }
