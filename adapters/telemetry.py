@@ -391,9 +391,8 @@ class Telemetry:
             )
 
         def failing() -> list[tuple[float, dict[str, str]]]:
-            if self._state is None:
-                return []
-            tally = Tally(f.kind for f in self._state.control.failing.values() if f.reported)
+            state = self._state
+            tally = Tally(f.kind for f in state.control.failing.values() if f.reported) if state else Tally()
             # every kind, 0 too: the series exists from the start (an alert's rate and absence both work)
             return [(float(tally.get(kind, 0)), {"kind": kind}) for kind in WRITE_KINDS]
 
