@@ -258,8 +258,11 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
 
 def next_deadline(state: CatalogState) -> float | None:
     """When the next tick is due even if no event arrives: a retry's backoff ends, a probe is due, a
-    deferred write may go, or a start deadline passes."""
-    times = [retry.not_before for retry in state.control.retries.values()]
+    deferred write may go, or a start deadline passes. A retry already due was planned again at the tick
+    that found it due (what it waits for now, an answer or a settle window, brings its own event or
+    deadline): the loop never sleeps until a past moment."""
+    now = state.now
+    times = [retry.not_before for retry in state.control.retries.values() if retry.not_before > now]
     damped = churn.next_due(state.damping, state.now)
     if damped is not None:
         times.append(damped)

@@ -218,3 +218,39 @@ def test_a_replica_that_stops_leading_reports_no_failing_write() -> None:
     assert c.state.control.failing
     c.feed(LeadershipChanged(False))
     assert not c.state.control.failing and not c.state.control.retries
+
+
+def test_a_due_retry_the_plan_cannot_act_on_yet_leaves_no_deadline_in_the_past() -> None:
+    """The catalog's retry falls due while a LiteLLM write is in flight (the catalog waits for it): the
+    next deadline is a later moment, not the past one, or the loop would tick without pause until the
+    LiteLLM answer arrives (an outage: its whole timeout)."""
+    c, world = _cluster()
+    world.refuse["catalog/"] = ("Forbidden", "forbidden: update configmaps/ai-model-catalog in ai: HTTP 403")
+    c.start(b.kubeai_model("llama"))
+    due = next_deadline(c.state)
+    assert due is not None and CATALOG_KEY in c.state.control.retries
+    state = c.state
+    for event in c.upserts(b.kubeai_model("qwen")):
+        state = step(state, event).state
+    commands: list[Command] = []
+    for moment in (due, due + 0.05):  # the burst probe of the new row passes: its create goes out
+        result = step(state, Ticked(moment))
+        state, commands = result.state, [*commands, *result.commands]
+    assert any(x.key == "litellm/ai-appliance-kubeai-qwen" for x in commands)
+    assert not any(isinstance(x, WriteCatalog) for x in commands)  # it waits for the LiteLLM answer
+    after = next_deadline(state)
+    assert after is None or after > state.now
+
+
+def test_an_input_change_retries_at_once_whatever_the_backoff() -> None:
+    """A changed desired value is a new command: it goes at once, not when the failed one's backoff ends."""
+    c, world = _cluster()
+    world.refuse["agenttemplate/"] = ("Forbidden", FORBIDDEN)
+    c.start(b.agent_template("litellm-default"), b.kubeai_model("llama"))
+    due = next_deadline(c.state)
+    assert due is not None
+    del world.refuse["agenttemplate/"]
+    c.apply(b.kubeai_model("qwen"))  # a new chat model: a new patch
+    assert c.state.now < due
+    models = world.templates["litellm-default"]["spec"]["config"]["provider"]["litellm"]["models"]
+    assert {"llama", "qwen"} <= set(models)
