@@ -6,10 +6,10 @@ one execution of the last of them; a key being executed is not started again
 until it finishes; some keys (the catalog ConfigMap) have a minimum interval
 between executions so bursts coalesce into few writes.
 
-Commands run in lanes, each with its own FIFO and its own workers: route writes (LiteLLM rows, the
-catalog, AgentTemplates, rollouts), Kubernetes Events, and reads (health probes, the Secret watch). So no
-number of Events or slow probes ever delays a route write: a 5,000-item edit makes Events that wait
-in their own lane, one at a time and in order, while the writes go on.
+Commands run in lanes, each with its own FIFO and its own workers: what routes depend on (LiteLLM rows,
+the catalog, AgentTemplates, rollouts, and the Secret watch that reads the keys), Kubernetes Events, and
+health probes. So no number of Events or slow probes ever delays a route write: a 5,000-item edit makes
+Events that wait in their own lane, one at a time and in order, while the writes go on.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from adapters.ports import Executor
-from catalog_core.commands import READ_COMMANDS, Command, EmitKubernetesEvent
+from catalog_core.commands import READ_COMMANDS, Command, EmitKubernetesEvent, ProbeRuntime
 from catalog_core.events import CommandCompleted, Event, Outcome
 
 log = logging.getLogger("model_catalog.queue")
@@ -35,17 +35,17 @@ Observe = Callable[[Command, float, float, Sequence[Event]], None]  # command, s
 
 
 class Lane(StrEnum):
-    WRITES = "writes"  # what publishes routes: LiteLLM rows, the catalog, AgentTemplates, rollouts
+    ROUTES = "routes"  # LiteLLM rows, the catalog, AgentTemplates, rollouts, the Secret watch
     EVENTS = "events"  # Kubernetes Events: one at a time, so they are written in the order planned
-    READS = "reads"  # health probes and the Secret watch
+    PROBES = "probes"  # runtimes' health probes (each may take its whole timeout)
 
 
 def lane_of(command: Command) -> Lane:
     if isinstance(command, EmitKubernetesEvent):
         return Lane.EVENTS
-    if isinstance(command, READ_COMMANDS):
-        return Lane.READS
-    return Lane.WRITES
+    if isinstance(command, ProbeRuntime):
+        return Lane.PROBES
+    return Lane.ROUTES
 
 
 EVENT_CONCURRENCY = 1  # Events are written in the order the core planned them (a recovery after a failure)
@@ -69,13 +69,13 @@ class CommandQueue:
         lanes: Mapping[Lane, int] | None = None,
     ) -> None:
         """``concurrency``: route writes at once; ``lanes``: the workers of each lane (default: that many
-        writes and reads, one Event)."""
+        route commands and probes, one Event)."""
         self._executors = list(executors)
         self._deliver = deliver
         self._workers = {
-            Lane.WRITES: concurrency,
+            Lane.ROUTES: concurrency,
             Lane.EVENTS: EVENT_CONCURRENCY,
-            Lane.READS: concurrency,
+            Lane.PROBES: concurrency,
             **(lanes or {}),
         }
         self._min_interval = min_interval
