@@ -11,13 +11,13 @@ Warning Event on any other target (and a Normal ``WriteRecovered`` one when it i
 from __future__ import annotations
 
 from catalog_core.commands import Command, EmitKubernetesEvent, PatchAgentTemplate, WriteCatalog
-from catalog_core.events import CommandCompleted, Event, ObjectDeleted, Outcome, SourceKind, Ticked
+from catalog_core.events import ObjectDeleted, SourceKind, Ticked
 from catalog_core.fold import step
 from catalog_core.plan import next_deadline
 from catalog_core.redact import redact_for_source
 from catalog_core.simulate import SimulatedWorld
 from tests.core import builders as b
-from tests.core.harness import Cluster
+from tests.core.harness import Cluster, RefusingWorld, when_due
 
 TEMPLATE_KEY = "agenttemplate/ai/litellm-default"
 CATALOG_KEY = "catalog/ai/ai-model-catalog"
@@ -28,36 +28,11 @@ FORBIDDEN = (
 )
 
 
-class RefusingWorld(SimulatedWorld):
-    """The simulated world, but a write whose key starts with one of ``refuse``'s prefixes is answered
-    ``retry`` with that reason and detail, as the executors answer what the target refuses."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refuse: dict[str, tuple[str, str]] = {}
-        self.refused: list[Command] = []
-
-    def execute(self, command: Command, *, reread: bool = True) -> list[Event]:
-        for prefix, (reason, detail) in self.refuse.items():
-            if command.key.startswith(prefix):
-                self.refused.append(command)
-                # A long backoff: ``converge`` reaches a fixed point first; ``_when_due`` goes to its end.
-                return [CommandCompleted(command.key, command.id, Outcome.RETRY, 600.0, reason, detail)]
-        return super().execute(command, reread=reread)
-
-
 def _cluster() -> tuple[Cluster, RefusingWorld]:
     c = Cluster()
     world = RefusingWorld()
     c.world = world
     return c, world
-
-
-def _when_due(c: Cluster) -> list[Command]:
-    """Run to the core's next deadline (a retry's backoff), as the service's loop sleeps until it."""
-    due = next_deadline(c.state)
-    assert due is not None, "nothing is due"
-    return c.run(Ticked(max(c.now, due)))
 
 
 def _events(world: SimulatedWorld, reason: str) -> list[EmitKubernetesEvent]:
@@ -70,7 +45,7 @@ def test_a_forbidden_template_patch_is_announced_retried_and_recovers_without_a_
     c.start(b.agent_template("litellm-default"), b.kubeai_model("llama"))
     assert [type(x) for x in world.refused] == [PatchAgentTemplate]
     assert not _events(world, "Forbidden")  # one failed attempt: logged, not yet announced
-    _when_due(c)
+    when_due(c)
     assert len(world.refused) == 2
     [warning] = _events(world, "Forbidden")
     assert (warning.involved.kind, warning.involved.name, warning.event_type) == (
@@ -88,11 +63,11 @@ def test_a_forbidden_template_patch_is_announced_retried_and_recovers_without_a_
         True,
     )
     for _ in range(3):  # more attempts fail the same way: no more Events, still retried
-        _when_due(c)
+        when_due(c)
     assert len(world.refused) == 5 and len(_events(world, "Forbidden")) == 1
     # The Role is fixed: the next retry patches, the failure is over, and a Normal Event says so.
     del world.refuse["agenttemplate/"]
-    _when_due(c)
+    when_due(c)
     assert "llama" in world.templates["litellm-default"]["spec"]["config"]["provider"]["litellm"]["models"]
     assert TEMPLATE_KEY not in c.state.control.failing and not c.state.control.retries
     [recovered] = _events(world, "WriteRecovered")
@@ -105,7 +80,7 @@ def test_one_failed_attempt_that_the_next_one_mends_is_not_announced() -> None:
     world.refuse["agenttemplate/"] = ("WriteRejected", "patch agenttemplates/litellm-default in ai: HTTP 409")
     c.start(b.agent_template("litellm-default"), b.kubeai_model("llama"))
     del world.refuse["agenttemplate/"]
-    _when_due(c)
+    when_due(c)
     assert len(world.refused) == 1 and "llama" in str(world.templates["litellm-default"])
     assert not world.events and not c.state.control.failing
 
@@ -114,12 +89,12 @@ def test_the_same_failure_after_a_recovery_is_announced_again() -> None:
     c, world = _cluster()
     world.refuse["agenttemplate/"] = ("Forbidden", FORBIDDEN)
     c.start(b.agent_template("litellm-default"), b.kubeai_model("llama"))
-    _when_due(c)
+    when_due(c)
     del world.refuse["agenttemplate/"]
-    _when_due(c)
+    when_due(c)
     world.refuse["agenttemplate/"] = ("Forbidden", FORBIDDEN)
     c.apply(b.kubeai_model("qwen"))
-    _when_due(c)
+    when_due(c)
     reasons = [e.reason for e in world.events if e.involved.kind == "AgentTemplate"]
     assert reasons == ["Forbidden", "WriteRecovered", "Forbidden"]
 
@@ -146,7 +121,7 @@ def test_an_immutable_catalog_is_announced_and_written_as_soon_as_it_is_deleted(
     mend = "update configmaps/ai-model-catalog in ai: the ConfigMap is immutable (immutable: true), ..."
     world.refuse["catalog/"] = ("CatalogImmutable", mend)
     c.start(b.kubeai_model("llama"))
-    _when_due(c)
+    when_due(c)
     [warning] = _events(world, "CatalogImmutable")
     assert (warning.involved.kind, warning.involved.name) == ("ConfigMap", "ai-model-catalog")
     assert c.state.control.failing[CATALOG_KEY].reason.value == "CatalogImmutable"
@@ -172,7 +147,7 @@ def test_a_litellm_write_refused_for_its_key_is_in_routes_json_and_on_its_item_u
     )
     world.refuse["litellm/"] = ("LiteLLMUnauthorized", refused)
     c.start(b.kubeai_model("llama"))
-    _when_due(c)
+    when_due(c)
     record = next(r for r in c.all_records() if r["name"] == "llama")
     assert (record["state"], record["reason"]) == ("error", "LiteLLMUnauthorized")
     assert record["message"] == refused + " (retried with backoff until it succeeds)"
@@ -182,7 +157,7 @@ def test_a_litellm_write_refused_for_its_key_is_in_routes_json_and_on_its_item_u
     failure = c.state.control.failing["litellm/ai-appliance-kubeai-llama"]
     assert (failure.kind, failure.reported) == ("CreateLiteLLMModel", True)
     del world.refuse["litellm/"]
-    _when_due(c)
+    when_due(c)
     assert (c.record("llama")["state"], c.record("llama")["reason"]) == ("published", "Published")
     assert not c.state.control.failing
 
@@ -199,11 +174,11 @@ def test_an_event_whose_write_failed_is_sent_again_when_its_backoff_ends() -> No
     )
     [lost] = world.refused
     assert isinstance(lost, EmitKubernetesEvent) and lost.reason == "SecretNotAllowed"
-    _when_due(c)
+    when_due(c)
     assert world.refused == [lost, lost] and not world.events
     assert c.state.control.failing[lost.key].kind == "EmitKubernetesEvent"  # the metric's only witness
     del world.refuse["event/"]
-    _when_due(c)
+    when_due(c)
     assert world.events == [lost]
     assert not c.state.control.failing and next_deadline(c.state) is None
 
@@ -214,7 +189,7 @@ def test_a_replica_that_stops_leading_reports_no_failing_write() -> None:
     c, world = _cluster()
     world.refuse["agenttemplate/"] = ("Forbidden", FORBIDDEN)
     c.start(b.agent_template("litellm-default"), b.kubeai_model("llama"))
-    _when_due(c)
+    when_due(c)
     assert c.state.control.failing
     c.feed(LeadershipChanged(False))
     assert not c.state.control.failing and not c.state.control.retries

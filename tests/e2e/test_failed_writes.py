@@ -3,10 +3,11 @@
 ``model-catalog run`` as a process on the real kube-apiserver, authenticated as the ServiceAccount the
 Roles of ``deploy/`` bind, with the write retry cap at 2 s (``CATALOG_WRITE_RETRY_MAX_SECONDS``). For each
 writer a verb is taken out of the Role while a change needs that write; the failure must show as a Warning
-Event on the object (none can, for the Event writer itself: the metric and the log say it), as a row of
-``model-catalog status`` run with the read-only ``deploy/status-reader`` token (and its exit status), and
-as ``model_catalog_failing_writes`` at 1 — the input of ``ModelCatalogWritesFailing``, whose firing on that
-shape ``tests/monitoring/rules.test.yaml`` proves with promtool. Then the Role is fixed, and the same
+Event on the object (none can, for the Event writer itself), as a ``WriteFailing`` problem of
+``model-catalog status`` run with the read-only ``deploy/status-reader`` token (the leader's report on its
+Lease) and its exit status, and as ``model_catalog_failing_writes`` at 1 — the input of
+``ModelCatalogWritesFailing``, whose firing on that shape ``tests/monitoring/rules.test.yaml`` proves
+with promtool. Then the Role is fixed, and the same
 process (no restart) writes within the backoff cap. LiteLLM's writer is refused the same way on the real
 LiteLLM: the controller's key belongs to a user without the admin role, and the user is then promoted.
 The forged immutable catalog of issue 32, item 11 is deleted by the admin and written again at once.
@@ -154,10 +155,18 @@ class World:
         assert done.returncode in (0, 1), done.stderr
         return done.returncode, json.loads(done.stdout)
 
-    def failing_write(self, obj: str) -> dict[str, Any] | None:
+    def failing_write(self, subject: str) -> dict[str, Any] | None:
+        """The ``WriteFailing`` problem ``model-catalog status`` shows about ``subject`` (the leader's
+        report on its Lease), when the status also exits 1."""
         code, view = self.status()
-        found = [w for w in view["failingWrites"] if w["object"] == obj]
+        found = [p for p in view["problems"] if (p["type"], p["subject"]) == ("WriteFailing", subject)]
         return found[0] if found and code == 1 else None
+
+    def no_longer_failing(self, subject: str) -> None:
+        """The leader's next report (each Lease renewal) no longer has it."""
+        wait_for(
+            lambda: self.failing_write(subject) is None, 30, 0.5, f"{subject} no longer failing in status"
+        )
 
     def failing(self, kind: str) -> float:
         assert self.controller is not None
@@ -297,14 +306,15 @@ def test_a_forbidden_catalog_write_is_shown_and_heals_once_the_role_is_fixed(wor
             0.5,
             "a failing catalog write in status",
         )
-        assert warning["reason"] == "Forbidden"
-        assert f"update configmaps/ai-model-catalog in {world.ns}" in warning["message"]
-        assert world.events("ConfigMap", "ai-model-catalog")[-1]["type"] == "Warning"
+        assert warning["message"].startswith(f"forbidden: update configmaps/ai-model-catalog in {world.ns}")
+        assert "retried with backoff" in warning["message"]
+        event = world.events("ConfigMap", "ai-model-catalog")[-1]
+        assert (event["type"], event["reason"]) == ("Warning", "Forbidden")
         assert world.failing("WriteCatalog") == 1.0
         assert "cm-forbidden" not in world.catalog_models()
     wait_for(lambda: "cm-forbidden" in world.catalog_models(), 60, what="the catalog written after the fix")
     wait_for(lambda: world.failing("WriteCatalog") == 0.0, 30, what="the failing-writes gauge back to 0")
-    assert world.failing_write("ConfigMap/ai-model-catalog") is None
+    world.no_longer_failing("ConfigMap/ai-model-catalog")
     assert world.events("ConfigMap", "ai-model-catalog")[-1]["reason"] == "WriteRecovered"
     _healed_without_restart(world, pid)
 
@@ -323,14 +333,13 @@ def test_a_forbidden_agenttemplate_patch_is_shown_and_heals_once_the_role_is_fix
         warning = wait_for(
             lambda: world.failing_write("AgentTemplate/litellm-default"), 30, 0.5, "a failing patch in status"
         )
-        assert (
-            warning["reason"] == "Forbidden" and "patch agenttemplates/litellm-default" in warning["message"]
-        )
+        assert warning["message"].startswith(f"forbidden: patch agenttemplates/litellm-default in {world.ns}")
+        assert world.events("AgentTemplate", "litellm-default")[-1]["reason"] == "Forbidden"
         assert world.failing("PatchAgentTemplate") == 1.0
         assert "template-forbidden" not in models()
     wait_for(lambda: "template-forbidden" in models(), 60, what="the template patched after the fix")
     wait_for(lambda: world.failing("PatchAgentTemplate") == 0.0, 30, what="the gauge back to 0")
-    assert world.failing_write("AgentTemplate/litellm-default") is None
+    world.no_longer_failing("AgentTemplate/litellm-default")
     _healed_without_restart(world, pid)
 
 
@@ -349,7 +358,8 @@ def test_a_forbidden_rollout_is_shown_and_heals_once_the_role_is_fixed(world: Wo
         warning = wait_for(
             lambda: world.failing_write("Deployment/web"), 30, 0.5, "a failing rollout in status"
         )
-        assert warning["reason"] == "Forbidden" and "patch deployments/web" in warning["message"]
+        assert warning["message"].startswith(f"forbidden: patch deployments/web in {world.ns}")
+        assert world.events("Deployment", "web")[-1]["reason"] == "Forbidden"
         assert world.failing("RollWorkload") == 1.0
         current = world.catalog()["AI_APPLIANCE_MODEL_CATALOG_HASH"]
         assert rolled_onto() != current
@@ -359,8 +369,9 @@ def test_a_forbidden_rollout_is_shown_and_heals_once_the_role_is_fixed(world: Wo
 
 
 def test_a_forbidden_event_is_counted_logged_and_written_once_the_role_is_fixed(world: World) -> None:
-    """An Event about an Event write failing cannot be an Event: the metric and the log line say it; the
-    problem it announces is in routes.json meanwhile, and the Event is written once it may be."""
+    """An Event about an Event write failing cannot be an Event: status (the leader's report), the metric
+    and the log line say it; the problem it announces is in routes.json meanwhile, and the Event is
+    written once it may be."""
     assert world.controller is not None and world.controller.process is not None
     pid = world.controller.process.pid
     document = {
@@ -379,12 +390,15 @@ def test_a_forbidden_event_is_counted_logged_and_written_once_the_role_is_fixed(
             e for e in world.events("ConfigMap", "ai-external-models") if e["reason"] == "MissingField"
         ]
         assert "forbidden: get events/" in world.controller.tail(200)
+        problem = wait_for(lambda: world.failing_write("events"), 30, 0.5, "the failing Event in status")
+        assert " Kubernetes Events cannot be written; the first: forbidden: get events/" in problem["message"]
     wait_for(
         lambda: [e for e in world.events("ConfigMap", "ai-external-models") if e["reason"] == "MissingField"],
         60,
         what="the Event written after the fix",
     )
     wait_for(lambda: world.failing("EmitKubernetesEvent") == 0.0, 30, what="the gauge back to 0")
+    world.no_longer_failing("events")
     _healed_without_restart(world, pid)
 
 
@@ -409,10 +423,9 @@ def test_a_forged_immutable_catalog_is_shown_and_written_again_once_deleted(worl
     warning = wait_for(
         lambda: world.failing_write("ConfigMap/ai-model-catalog"), 30, 0.5, "the forgery in status"
     )
-    assert warning["reason"] == "CatalogImmutable"
+    assert "the ConfigMap is immutable (immutable: true)" in warning["message"]
     assert f"kubectl delete configmap -n {world.ns} ai-model-catalog" in warning["message"]
-    code, view = world.status()
-    assert code == 1 and view["immutable"] is True
+    assert world.events("ConfigMap", "ai-model-catalog")[-1]["reason"] == "CatalogImmutable"
     assert world.failing("WriteCatalog") == 1.0
     world.kubectl("delete", "configmap", "ai-model-catalog", "-n", world.ns)
     wait_for(lambda: "after-forgery" in world.catalog_models(), 30, what="the catalog written again")
@@ -457,6 +470,8 @@ def test_a_litellm_key_without_the_admin_role_is_shown_and_heals_once_promoted(
         code, view = limited.status()
         assert code == 1
         assert [(i["name"], i["reason"]) for i in view["items"]] == [("limited-llama", "LiteLLMUnauthorized")]
+        problem = wait_for(lambda: limited.failing_write("litellm"), 30, 0.5, "the failing row in status")
+        assert problem["message"].startswith("1 LiteLLM rows cannot be written; the first: create: HTTP 403")
         events = limited.events("Model", "limited-llama")
         assert events and events[-1]["reason"] == "LiteLLMUnauthorized" and events[-1]["type"] == "Warning"
         assert limited.failing("CreateLiteLLMModel") == 1.0
