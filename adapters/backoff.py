@@ -30,16 +30,37 @@ class Backoff:
 
 
 class KeyedBackoff:
-    """One Backoff per key (controller-runtime's per-item rate limiter), forgotten on success."""
+    """One Backoff per key (controller-runtime's per-item rate limiter), forgotten on success.
 
-    def __init__(self, base: float = 0.2, cap: float = 300.0, rng: random.Random | None = None) -> None:
+    ``next(key, ident)``: ``ident`` names what is being retried (a command id); another one under the same
+    key is a new input, whose retries start again from ``base``. At most ``max_keys`` keys are kept (the
+    oldest forgotten first): a key whose write is never retried again must not be kept for ever."""
+
+    def __init__(
+        self, base: float = 0.2, cap: float = 300.0, rng: random.Random | None = None, max_keys: int = 10_000
+    ) -> None:
         self._base, self._cap = base, cap
         self._rng = rng or random.Random()
-        self._by_key: dict[str, Backoff] = {}
+        self._max_keys = max_keys
+        self._by_key: dict[str, tuple[str, Backoff]] = {}
 
-    def next(self, key: str) -> float:
-        backoff = self._by_key.setdefault(key, Backoff(self._base, self._cap, rng=self._rng))
-        return backoff.next()
+    @property
+    def cap(self) -> float:
+        return self._cap
+
+    def next(self, key: str, ident: str = "") -> float:
+        held = self._by_key.pop(key, None)  # re-inserted: the dict's order is the order of last use
+        if held is None or held[0] != ident:
+            held = (ident, Backoff(self._base, self._cap, rng=self._rng))
+        self._by_key[key] = held
+        if len(self._by_key) > self._max_keys:
+            del self._by_key[next(iter(self._by_key))]
+        return held[1].next()
 
     def forget(self, key: str) -> None:
         self._by_key.pop(key, None)
+
+    @property
+    def keys(self) -> int:
+        """How many keys are held."""
+        return len(self._by_key)

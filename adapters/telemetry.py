@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 REJECTED_STATES = (RouteState.ERROR, RouteState.CONFLICT)
 REJECTED_REASONS = tuple(reason for reason in Reason if state_of(reason) in REJECTED_STATES)
 
+# The kinds of command that write (what ``model_catalog_failing_writes`` counts, each always reported).
+WRITE_KINDS = tuple(sorted(k.__name__ for k in get_args(Command) if not issubclass(k, READ_COMMANDS)))
+
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -178,6 +181,11 @@ class Telemetry:
             ("model_catalog_leader", "1 while this replica leads, else 0"),
             ("model_catalog_source_status", "1 for each source's current status, 0 for its other statuses"),
             ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
+            (
+                "model_catalog_failing_writes",
+                "Targets whose write failed twice or more in a row (or for good) and has not succeeded "
+                "since, by command kind: retried with backoff, reported in routes.json and Events",
+            ),
             ("model_catalog_items", "Source items (routes.json records) by state"),
             ("model_catalog_catalog_bytes", "Bytes of data of the catalog the current state renders"),
             ("model_catalog_catalog_limit_bytes", "Bytes of data one ConfigMap holds at most (1 MiB)"),
@@ -382,7 +390,14 @@ class Telemetry:
                 else []
             )
 
+        def failing() -> list[tuple[float, dict[str, str]]]:
+            state = self._state
+            tally = Tally(f.kind for f in state.control.failing.values() if f.reported) if state else Tally()
+            # every kind, 0 too: the series exists from the start (an alert's rate and absence both work)
+            return [(float(tally.get(kind, 0)), {"kind": kind}) for kind in WRITE_KINDS]
+
         self.set_gauge("model_catalog_rejected_items", rejected)
+        self.set_gauge("model_catalog_failing_writes", failing)
         self.set_gauge("model_catalog_published_models", published)
         self.set_gauge("model_catalog_source_status", sources)
         self.set_gauge("model_catalog_litellm_reachable", litellm)

@@ -144,6 +144,7 @@ class ModelCatalog:
             settings=options.kube,
             probe_resolve=dict(options.probe_resolve),
             skip=self.host_sources,
+            write_retry_cap=options.writes.retry_cap,
         )
         self.litellm_client = LiteLLMClient(
             options.litellm.base_url or config.litellm_base_url,
@@ -158,7 +159,9 @@ class ModelCatalog:
         )
         executors: list[Executor] = [
             *extra_executors,
-            LiteLLMExecutor(self.litellm_client, self.vault, self.observer),
+            LiteLLMExecutor(
+                self.litellm_client, self.vault, self.observer, retry_cap=options.writes.retry_cap
+            ),
             *self.kube.executors,
         ]
         host_metrics = None

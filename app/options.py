@@ -25,6 +25,9 @@ class LiteLLMOptions:
 class WriteOptions:
     concurrency: int = 4  # commands carried out at once
     catalog_min_interval: float = 0.5  # catalog ConfigMap writes at most this often (bursts coalesce)
+    # A failed write is retried, forever, after a jittered exponential backoff capped at this: once its cause
+    # is mended (RBAC, LiteLLM's key, an immutable object deleted) it goes through within this long.
+    retry_cap: float = 300.0
 
 
 @attrs.frozen

@@ -5,6 +5,11 @@ Like controller-runtime's workqueue: a burst of commands for one key becomes
 one execution of the last of them; a key being executed is not started again
 until it finishes; some keys (the catalog ConfigMap) have a minimum interval
 between executions so bursts coalesce into few writes.
+
+Commands run in lanes, each with its own FIFO and its own workers: what routes depend on (LiteLLM rows,
+the catalog, AgentTemplates, rollouts, and the Secret watch that reads the keys), Kubernetes Events, and
+health probes. So no number of Events or slow probes ever delays a route write: a 5,000-item edit makes
+Events that wait in their own lane, one at a time and in order, while the writes go on.
 """
 
 from __future__ import annotations
@@ -12,19 +17,38 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from enum import StrEnum
 
 import anyio
 from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from adapters.ports import Executor
-from catalog_core.commands import READ_COMMANDS, Command
+from catalog_core.commands import READ_COMMANDS, Command, EmitKubernetesEvent, ProbeRuntime
 from catalog_core.events import CommandCompleted, Event, Outcome
 
 log = logging.getLogger("model_catalog.queue")
 
 Deliver = Callable[[Sequence[Event]], Awaitable[None]]
 Observe = Callable[[Command, float, float, Sequence[Event]], None]  # command, submitted, started, outcome
+
+
+class Lane(StrEnum):
+    ROUTES = "routes"  # LiteLLM rows, the catalog, AgentTemplates, rollouts, the Secret watch
+    EVENTS = "events"  # Kubernetes Events: one at a time, so they are written in the order planned
+    PROBES = "probes"  # runtimes' health probes (each may take its whole timeout)
+
+
+def lane_of(command: Command) -> Lane:
+    if isinstance(command, EmitKubernetesEvent):
+        return Lane.EVENTS
+    if isinstance(command, ProbeRuntime):
+        return Lane.PROBES
+    return Lane.ROUTES
+
+
+EVENT_CONCURRENCY = 1  # Events are written in the order the core planned them (a recovery after a failure)
 
 
 def _key(command: Command) -> str:
@@ -42,10 +66,18 @@ class CommandQueue:
         observe: Observe | None = None,
         still_wanted: Callable[[Command], bool] = lambda command: True,
         clock: Callable[[], float] = time.monotonic,
+        lanes: Mapping[Lane, int] | None = None,
     ) -> None:
+        """``concurrency``: route writes at once; ``lanes``: the workers of each lane (default: that many
+        route commands and probes, one Event)."""
         self._executors = list(executors)
         self._deliver = deliver
-        self._concurrency = concurrency
+        self._workers = {
+            Lane.ROUTES: concurrency,
+            Lane.EVENTS: EVENT_CONCURRENCY,
+            Lane.PROBES: concurrency,
+            **(lanes or {}),
+        }
         self._min_interval = min_interval
         self._observe = observe
         self._still_wanted = still_wanted
@@ -55,7 +87,9 @@ class CommandQueue:
         self._running: dict[str, anyio.CancelScope] = {}
         self._last_done: dict[str, float] = {}
         self._scheduled: set[str] = set()
-        self._ready_send, self._ready_receive = anyio.create_memory_object_stream[str](math.inf)
+        self._ready: dict[Lane, tuple[MemoryObjectSendStream[str], MemoryObjectReceiveStream[str]]] = {
+            lane: anyio.create_memory_object_stream[str](math.inf) for lane in Lane
+        }
         self._tg: TaskGroup | None = None
 
     @property
@@ -83,24 +117,27 @@ class CommandQueue:
             return
         wait = self._last_done.get(key, -math.inf) + self._min_interval(key) - self._clock()
         self._scheduled.add(key)
+        ready = self._ready[lane_of(self._pending[key])][0]
         if wait > 0 and self._tg is not None:
-            self._tg.start_soon(self._later, key, wait)
+            self._tg.start_soon(self._later, ready, key, wait)
         else:
-            self._ready_send.send_nowait(key)
+            ready.send_nowait(key)
 
-    async def _later(self, key: str, wait: float) -> None:
+    @staticmethod
+    async def _later(ready: MemoryObjectSendStream[str], key: str, wait: float) -> None:
         await anyio.sleep(wait)
-        self._ready_send.send_nowait(key)
+        ready.send_nowait(key)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            for _ in range(self._concurrency):
-                tg.start_soon(self._worker)
+            for lane, workers in self._workers.items():
+                for _ in range(workers):
+                    tg.start_soon(self._worker, self._ready[lane][1])
             task_status.started()
 
-    async def _worker(self) -> None:
-        async for key in self._ready_receive:
+    async def _worker(self, ready: MemoryObjectReceiveStream[str]) -> None:
+        async for key in ready:
             self._scheduled.discard(key)
             command = self._pending.pop(key, None)
             if command is None:
@@ -116,7 +153,8 @@ class CommandQueue:
                     events = await self._execute(command)
                 finally:
                     del self._running[key]
-                    self._last_done[key] = self._clock()
+                    if self._min_interval(key) > 0:  # only paced keys need it (an Event's key is new)
+                        self._last_done[key] = self._clock()
                 if self._observe is not None:
                     self._observe(command, submitted, started, events)
                 await self._deliver(events)

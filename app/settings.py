@@ -52,6 +52,7 @@ class ServiceSettings:
     identity: str = ""
     max_concurrent_writes: int = 4
     catalog_min_write_interval: float = 0.5
+    write_retry_max_seconds: float = 300.0  # the cap of every failed write's backoff
     gc_freeze: bool = True  # freeze the heap once the first convergence settled (app.heap)
     probe_concurrency: int = 8
     crd_recheck_seconds: float = 30.0
@@ -91,7 +92,9 @@ class ServiceSettings:
                 watch_timeout_seconds=self.watch_timeout_seconds,
                 liveness=Liveness(self.lease_namespace, self.lease_name, renewed_every=renewed),
             ),
-            writes=WriteOptions(self.max_concurrent_writes, self.catalog_min_write_interval),
+            writes=WriteOptions(
+                self.max_concurrent_writes, self.catalog_min_write_interval, self.write_retry_max_seconds
+            ),
             probe_resolve=self.probe_resolve,
             heap=HeapOptions(freeze_after_sync=self.gc_freeze, tls_read_buffer_bytes=TLS_READ_BUFFER_BYTES),
         )
@@ -238,6 +241,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         identity=text("POD_NAME", socket.gethostname()),
         max_concurrent_writes=int(number("CATALOG_MAX_CONCURRENT_WRITES", 4, 1, integer=True)),
         catalog_min_write_interval=number("CATALOG_MIN_WRITE_INTERVAL_SECONDS", 0.5, 0.0),
+        write_retry_max_seconds=number("CATALOG_WRITE_RETRY_MAX_SECONDS", 300.0, 1.0),
         gc_freeze=boolean("CATALOG_GC_FREEZE", True),
         probe_concurrency=int(number("CATALOG_PROBE_CONCURRENCY", 8, 1, integer=True)),
         crd_recheck_seconds=number("CATALOG_CRD_RECHECK_SECONDS", 30.0, 1.0),
@@ -290,6 +294,11 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--identity", "POD_NAME", "this replica's Lease identity (the pod name)"),
     ("--max-concurrent-writes", "CATALOG_MAX_CONCURRENT_WRITES", "writes carried out at once (4)"),
     ("--catalog-min-write-interval", "CATALOG_MIN_WRITE_INTERVAL_SECONDS", "coalesce catalog writes (0.5 s)"),
+    (
+        "--write-retry-max-seconds",
+        "CATALOG_WRITE_RETRY_MAX_SECONDS",
+        "a failed write is retried, forever, with a jittered exponential backoff up to this (300)",
+    ),
     (
         "--gc-freeze",
         "CATALOG_GC_FREEZE",

@@ -11,11 +11,12 @@ from typing import Any
 
 import attrs
 
-from catalog_core import ingest, registry
+from catalog_core import failing, ingest, registry
 from catalog_core.commands import (
     Command,
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
+    EmitKubernetesEvent,
     RecreateLiteLLMModel,
     RollWorkload,
     UpdateLiteLLMModel,
@@ -141,21 +142,27 @@ def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
             failures=control.failures.delete(event.key),
             settled=control.settled.set(event.key, command.id),
         )
-        return _applied(evolve(state, control=control), command)
+        return _applied(failing.recovered(evolve(state, control=control), event.key), command)
     if event.outcome is Outcome.RETRY:
-        retry = Retry(command.id, state.now + max(0.0, event.retry_after))
-        return evolve(state, control=evolve(control, retries=control.retries.set(event.key, retry)))
+        resend = command if isinstance(command, EmitKubernetesEvent) else None
+        retry = Retry(command.id, state.now + max(0.0, event.retry_after), resend)
+        state = evolve(state, control=evolve(control, retries=control.retries.set(event.key, retry)))
+        reason = _reported_reason(event)
+        return state if reason is None else failing.failed(state, command, reason, event.detail)
     if event.outcome is Outcome.TERMINAL:
-        failure = Failure(command.id, _failure_reason(event), event.detail)
+        reason = _failure_reason(event)
+        failure = Failure(command.id, reason, event.detail)
         control = evolve(
             control,
             failures=control.failures.set(event.key, failure),
             retries=control.retries.delete(event.key),
         )
-        return evolve(state, control=control, pending=_records_of(state, command))
+        state = evolve(state, control=control, pending=_records_of(state, command))
+        return failing.failed(state, command, reason, event.detail, terminal=True)
     # GONE: the target does not exist. Do not repeat this command until the target is observed again;
     # a LiteLLM row we meant to update is forgotten, so the plan creates it instead.
     state = evolve(state, control=evolve(control, settled=control.settled.set(event.key, command.id)))
+    state = failing.recovered(state, event.key)
     if isinstance(command, UpdateLiteLLMModel | RecreateLiteLLMModel):
         return ingest.set_row(state, command.model_id, None)
     return state
@@ -166,6 +173,16 @@ def _failure_reason(event: CommandCompleted) -> Reason:
         return Reason(event.reason)
     except ValueError:
         return Reason.LITELLM_REJECTED if is_litellm_key(event.key) else Reason.WRITE_REJECTED
+
+
+def _reported_reason(event: CommandCompleted) -> Reason | None:
+    """The reason of a ``retry`` outcome when it reports a failure: executors give a reason code of
+    ``Reason`` for a failed attempt, and another word for a wait they chose (LiteLLM's duplicate-id answer,
+    LiteLLM unreachable, which the LiteLLM status reports once for every write)."""
+    try:
+        return Reason(event.reason)
+    except ValueError:
+        return None
 
 
 def _records_of(state: CatalogState, command: Command) -> Pending:

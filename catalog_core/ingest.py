@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from catalog_core import raw, registry
+from catalog_core import failing, raw, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     BUILT_IN_KINDS,
@@ -121,19 +121,27 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
     if ref_kind is not None:  # the claims that read this object (a route reads its Secret, its Service)
         items = mark_all(pending.items, _dependents(state, RefKey(ref_kind, name).text))
         pending = evolve(pending, items=items)
-    elif source is SourceKind.AGENT_TEMPLATES:
-        pending = evolve(pending, templates=True)
-        control = evolve(control, settled=control.settled.delete(agent_template_key(ns, name)))
-    elif source is SourceKind.PODS:
-        pending = evolve(pending, rollouts=True)
-        control = evolve(control, settled=control.settled.delete(evict_key(ns, name)))
-    elif source in _WORKLOAD_KIND:
-        pending = evolve(pending, rollouts=True)
-        key = rollout_key(ns, _WORKLOAD_KIND[source], name)
-        control = evolve(control, settled=control.settled.delete(key))
+    elif (key := _target_key(source, ns, name)) is not None:
+        pending = (
+            evolve(pending, templates=True)
+            if source is SourceKind.AGENT_TEMPLATES
+            else evolve(pending, rollouts=True)
+        )
+        control = failing.retry_now(control, key)
     else:
         pending = evolve(pending, rollouts=True)
     return pending, control
+
+
+def _target_key(source: SourceKind, namespace: str, name: str) -> str | None:
+    """The key of the command that writes the object ``name`` of ``source`` (None: no command does)."""
+    if source is SourceKind.AGENT_TEMPLATES:
+        return agent_template_key(namespace, name)
+    if source is SourceKind.PODS:
+        return evict_key(namespace, name)
+    if source in _WORKLOAD_KIND:
+        return rollout_key(namespace, _WORKLOAD_KIND[source], name)
+    return None
 
 
 def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> CatalogState:
@@ -150,8 +158,11 @@ def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> Cata
     pending, control = _touched(state, source, name)
     if source is SourceKind.PODS:
         cluster = evolve(state.cluster, pods=updated, pod_birth=_pod_birth(state, old, value))
-        return evolve(state, cluster=cluster, pending=pending, control=control)
-    return state.with_stored(source, updated, pending=pending, control=control)
+        state = evolve(state, cluster=cluster, pending=pending, control=control)
+    else:
+        state = state.with_stored(source, updated, pending=pending, control=control)
+    target = _target_key(source, state.config.namespace, name) if value is None else None
+    return state if target is None else failing.recovered(state, target)  # nothing left to write to
 
 
 def _put_item(state: CatalogState, spec: SourceSpec, name: str, value: Any) -> CatalogState:
@@ -344,7 +355,7 @@ def _catalog(state: CatalogState, observed: ObservedCatalog | None) -> CatalogSt
         state,
         cluster=evolve(cluster, catalog=observed, initial_catalog_hash=initial),
         pending=evolve(state.pending, catalog=True, rollouts=True, templates=state.pending.templates or held),
-        control=evolve(state.control, settled=state.control.settled.delete(catalog_key(ns, name))),
+        control=failing.retry_now(state.control, catalog_key(ns, name)),
     )
 
 
@@ -511,6 +522,7 @@ def _set_rows(
 ) -> CatalogState:
     rows, by_logical = state.litellm.rows, state.litellm.rows_by_logical
     ids, logical, settled = state.pending.ids, state.pending.logical, state.control.settled
+    retries = state.control.retries
 
     def unindex(row: LiteLLMRow) -> None:
         nonlocal by_logical, logical
@@ -521,9 +533,10 @@ def _set_rows(
         logical = mark(logical, row.logical_name)
 
     def changed(rid: str) -> None:
-        nonlocal ids, settled
+        nonlocal ids, settled, retries
         ids = mark(ids, rid)
         settled = settled.delete(litellm_key(rid))
+        retries = retries.delete(litellm_key(rid))  # a failed write goes again: the row changed meanwhile
 
     for rid, row in upserts:
         old = rows.get(rid)
@@ -548,7 +561,7 @@ def _set_rows(
         state,
         litellm=evolve(state.litellm, rows=rows, rows_by_logical=by_logical),
         pending=evolve(state.pending, ids=ids, logical=logical),
-        control=evolve(state.control, settled=settled),
+        control=evolve(state.control, settled=settled, retries=retries),
     )
 
 

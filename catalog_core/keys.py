@@ -181,3 +181,13 @@ def configmap_announcement(which: str) -> str:
 
 def agent_template_announcement(name: str) -> str:
     return f"agenttemplate/{name}"
+
+
+def failure_announcement(command_key: str) -> str:
+    """The Warning Event about a write that keeps failing on its target."""
+    return f"{command_key}#failed"
+
+
+def recovery_announcement(command_key: str) -> str:
+    """The Normal Event once that write no longer fails."""
+    return f"{command_key}#recovered"

@@ -9,11 +9,13 @@ not already known to have been applied, failed terminally, or be backing off.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator, Sequence
 from typing import assert_never
 
 from catalog_core import damping as churn
-from catalog_core import registry
+from catalog_core import failing, registry
 from catalog_core.commands import (
     READ_COMMANDS,
     Command,
@@ -42,12 +44,18 @@ from catalog_core.keys import (
     RefKind,
     agent_template_announcement,
     agent_template_key,
+    catalog_key,
     configmap_announcement,
+    event_key,
+    evict_key,
+    failure_announcement,
     is_litellm_key,
     litellm_key,
+    recovery_announcement,
+    rollout_key,
 )
 from catalog_core.pmap import PMap, empty
-from catalog_core.reasons import CURRENT_ROUTE, KEEPS_LAST_GOOD, Reason, RouteState
+from catalog_core.reasons import CURRENT_ROUTE, KEEPS_LAST_GOOD, WRITE_RECOVERED, Reason, RouteState
 from catalog_core.rules import health as health_rules
 from catalog_core.rules import starts as start_rules
 from catalog_core.rules.agent_templates import is_target, template_patch
@@ -63,6 +71,7 @@ from catalog_core.rules.render import (
 )
 from catalog_core.rules.resolution import resolve
 from catalog_core.rules.rollouts import targets
+from catalog_core.sources.agent_template import API_VERSION as AGENT_TEMPLATE_API_VERSION
 from catalog_core.sources.catalog_configmap import (
     CONFIGMAP_DATA_LIMIT,
     NO_DEFAULTS,
@@ -90,6 +99,7 @@ class _Out:
     def __init__(self, state: CatalogState) -> None:
         self.state = state
         self.commands: list[Command] = []
+        self._grouped: list[tuple[str, EmitKubernetesEvent]] | None = None
 
     def emit(self, key: str, command: Command | None) -> bool:
         """Emit unless pointless now; True when emitted. ``None`` withdraws a queued write for ``key``."""
@@ -98,35 +108,97 @@ class _Out:
             queued = control.inflight.get(key)
             if queued is not None and not isinstance(queued, READ_COMMANDS):
                 # Desired and observed agree again: a write still queued for this key must not run.
-                self.state = evolve(
-                    self.state, control=evolve(control, inflight=control.inflight.delete(key))
-                )
+                control = evolve(control, inflight=control.inflight.delete(key))
+            if key in control.retries:
+                control = evolve(control, retries=control.retries.delete(key))  # re-planned when due
+            if control is not self.state.control:
+                self.state = evolve(self.state, control=control)
             return False
         if not _admit(control, control.inflight, now, key, command):
             return False
-        control = evolve(control, inflight=control.inflight.set(key, command))
+        # The command goes now: a backoff it waited out is spent (its outcome says what comes next).
+        retries = control.retries.delete(key) if key in control.retries else control.retries
+        control = evolve(control, inflight=control.inflight.set(key, command), retries=retries)
         self.state = evolve(self.state, control=control)
         self.commands.append(command)
         return True
 
+    def not_needed(self, key: str) -> None:
+        """Nothing is to be written for ``key`` (desired and observed agree, or there is no target): a
+        failure it reported is over and a backoff it waited for is moot."""
+        control = self.state.control
+        if key in control.retries:
+            self.state = evolve(self.state, control=evolve(control, retries=control.retries.delete(key)))
+        self.state = failing.recovered(self.state, key)
+
     def announce(self, key: str, involved: ObjectRef | None, reason: str, message: str) -> None:
-        """One Warning Event per distinct problem of an object (the adapter aggregates repeats)."""
+        """One Warning Event per distinct problem of an object (the adapter aggregates repeats). Inside
+        ``grouped()``, the problems of one object with one reason go out as one Event."""
         if involved is None:
             return
         event = EmitKubernetesEvent(involved, reason, message)
         if self.state.control.announced.get(key) == event.id:
             return
+        if self._grouped is not None:
+            self._grouped.append((key, event))
+            return
+        self.send(((key, event),), event)
+
+    @contextlib.contextmanager
+    def grouped(self) -> Iterator[None]:
+        """Announcements made inside are sent per (object, reason, type), in the order each group first
+        appeared: one Event about the many items of one document, with a count and the first messages,
+        never one per item (``grouped_message``)."""
+        self._grouped = []
+        try:
+            yield
+            groups: dict[tuple[ObjectRef, str, str], list[tuple[str, EmitKubernetesEvent]]] = {}
+            for key, event in self._grouped:
+                groups.setdefault((event.involved, event.reason, event.event_type), []).append((key, event))
+        finally:
+            self._grouped = None
+        for (involved, reason, event_type), members in groups.items():
+            if len(members) == 1:
+                self.send(members, members[0][1])
+            else:
+                message = grouped_message([event.message for _, event in members])
+                self.send(members, EmitKubernetesEvent(involved, reason, message, event_type))
+
+    def send(self, members: Sequence[tuple[str, EmitKubernetesEvent]], event: EmitKubernetesEvent) -> None:
         if self.emit(event.key, event):
-            control = self.state.control
-            self.state = evolve(
-                self.state, control=evolve(control, announced=control.announced.set(key, event.id))
-            )
+            announced = self.state.control.announced
+            for key, alone in members:  # each problem is announced as it would be alone: a repeat is seen
+                announced = announced.set(key, alone.id)
+            self.state = evolve(self.state, control=evolve(self.state.control, announced=announced))
 
     def forget(self, key: str) -> None:
         control = self.state.control
         if key in control.announced:
             control = evolve(control, announced=control.announced.delete(key))
             self.state = evolve(self.state, control=control)
+
+    def retract(self, key: str) -> None:
+        """Forget an announcement, and that its Event was written, so the same Event may go again."""
+        control = self.state.control
+        event_id = control.announced.get(key)
+        if event_id is None:
+            return
+        settled = control.settled.delete(event_key(event_id))
+        self.state = evolve(
+            self.state, control=evolve(control, announced=control.announced.delete(key), settled=settled)
+        )
+
+
+# An Event about many items of one object names this many of them; the rest are counted.
+GROUPED_MESSAGES_SHOWN = 3
+
+
+def grouped_message(messages: Sequence[str]) -> str:
+    """``3 items: a: ...; b: ...; c: ...`` or, past the first few, ``... (and 4997 more)``."""
+    shown = list(messages[:GROUPED_MESSAGES_SHOWN])
+    more = len(messages) - len(shown)
+    text = f"{len(messages)} items: " + "; ".join(shown)
+    return text + (f" (and {more} more)" if more else "")
 
 
 def _admit(control: Control, inflight: PMap[Command] | None, now: float, key: str, command: Command) -> bool:
@@ -162,7 +234,7 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
 
 def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
     state = evolve(state, now=max(state.now, now))
-    state = _due_retries(state)
+    state, resend = _due_retries(state)
     state = _due_damped(state)
     state = _due_starts(state)
     wanted_before = state.derived.wanted_secrets
@@ -178,13 +250,19 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
         _catalog(out)
         _templates(out)
         _rollouts(out)
+        _report_failures(out)
+    for command in resend:
+        out.emit(command.key, command)
     return out.state, out.commands
 
 
 def next_deadline(state: CatalogState) -> float | None:
     """When the next tick is due even if no event arrives: a retry's backoff ends, a probe is due, a
-    deferred write may go, or a start deadline passes."""
-    times = [retry.not_before for retry in state.control.retries.values()]
+    deferred write may go, or a start deadline passes. A retry already due was planned again at the tick
+    that found it due (what it waits for now, an answer or a settle window, brings its own event or
+    deadline): the loop never sleeps until a past moment."""
+    now = state.now
+    times = [retry.not_before for retry in state.control.retries.values() if retry.not_before > now]
     damped = churn.next_due(state.damping, state.now)
     if damped is not None:
         times.append(damped)
@@ -208,7 +286,9 @@ def leadership_changed(state: CatalogState, leading: bool) -> CatalogState:
         reads: PMap[Command] = PMap.of(
             (k, c) for k, c in control.inflight.items() if isinstance(c, READ_COMMANDS)
         )
-        control = evolve(control, leading=False, inflight=reads, retries=empty(), settled=empty())
+        control = evolve(
+            control, leading=False, inflight=reads, retries=empty(), settled=empty(), failing=empty()
+        )
         return evolve(state, control=control)
     pending = state.pending
     ids = mark_all(pending.ids, state.litellm.rows)
@@ -219,12 +299,17 @@ def leadership_changed(state: CatalogState, leading: bool) -> CatalogState:
     return evolve(state, control=control, pending=pending)
 
 
-def _due_retries(state: CatalogState) -> CatalogState:
-    """Keys whose backoff has passed are planned again."""
+def _due_retries(state: CatalogState) -> tuple[CatalogState, list[Command]]:
+    """Keys whose backoff has passed are planned again; a Kubernetes Event, which nothing plans anew, is
+    sent again as it was."""
+    resend: list[Command] = []
     for key, retry in state.control.retries.items():
         if state.now >= retry.not_before:
-            state = mark_key(state, key)
-    return state
+            if retry.command is not None:
+                resend.append(retry.command)
+            else:
+                state = mark_key(state, key)
+    return state, resend
 
 
 def _due_damped(state: CatalogState) -> CatalogState:
@@ -476,12 +561,13 @@ def _routes(out: _Out) -> None:
     state = out.state  # records read what is in flight now
     records, entries = state.derived.records, state.derived.entries
     changed = chat_changed = False
-    for item in sorted(touched_items):
-        record = record_for(state, item)
-        if record != records.get(item):
-            changed = True
-            records = records.set(item, record) if record is not None else records.delete(item)
-        _announce_record(out, item, record)
+    with out.grouped():
+        for item in sorted(touched_items):
+            record = record_for(state, item)
+            if record != records.get(item):
+                changed = True
+                records = records.set(item, record) if record is not None else records.delete(item)
+            _announce_record(out, item, record)
     for name in sorted(logical):
         entry = entry_for(state, name)
         old = entries.get(name)
@@ -536,6 +622,8 @@ def _litellm(out: _Out, rid: str) -> None:
         damping = churn.written(damping, key, write, state.now)
     if damping is not state.damping:
         out.state = evolve(state, damping=damping)
+    if command is None:
+        out.not_needed(key)
     out.emit(key, command if go else None)
 
 
@@ -657,14 +745,17 @@ def _catalog(out: _Out) -> None:
         else:
             out.forget(configmap_announcement(spec.item_prefix))
     observed = state.cluster.catalog
+    key = catalog_key(cfg.namespace, cfg.catalog_configmap)
     if (
         observed is not None
         and observed.fingerprint == rendered.fingerprint
         and observed.catalog_hash == rendered.catalog_hash
     ):
         out.forget(configmap_announcement("catalog"))
+        out.not_needed(key)
         return
     if isinstance(rendered, OversizedCatalog):
+        out.not_needed(key)  # not written while too large: CatalogTooLarge says so instead
         # The API server would refuse it: keep the catalog apps already read (LiteLLM still routes the
         # new models) and say why, once, instead of a write that can only fail.
         ref = ObjectRef("v1", "ConfigMap", cfg.namespace, cfg.catalog_configmap, "")
@@ -695,10 +786,11 @@ def _templates(out: _Out) -> None:
     for name in sorted(state.cluster.templates):
         template = state.cluster.templates[name]
         if not is_target(template, cfg):
+            out.not_needed(agent_template_key(cfg.namespace, name))
             continue
         key = agent_template_announcement(name)
         if template.shape_problem is not None:
-            ref = ObjectRef("kubeopencode.io/v1alpha1", "AgentTemplate", cfg.namespace, name, template.uid)
+            ref = ObjectRef(AGENT_TEMPLATE_API_VERSION, "AgentTemplate", cfg.namespace, name, template.uid)
             out.announce(key, ref, Reason.UNEXPECTED_SHAPE.value, f"{name}: {template.shape_problem}")
             continue
         out.forget(key)
@@ -715,6 +807,8 @@ def _templates(out: _Out) -> None:
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))
             _settled_emit(out, command, since, windows, "templates")
+        else:
+            out.not_needed(agent_template_key(cfg.namespace, name))
 
 
 def _rollouts(out: _Out) -> None:
@@ -744,12 +838,68 @@ def _rollouts(out: _Out) -> None:
     )
     for target in targets(out.state):
         if target.current_hash == observed.catalog_hash:
+            out.not_needed(
+                evict_key(ns, target.name)
+                if target.kind == "Pod"
+                else rollout_key(ns, target.kind, target.name)
+            )
             continue
         if target.kind == "Pod":
             command: Command = EvictPod(ns, target.name, target.uid, observed.catalog_hash)
         else:
             command = RollWorkload(ns, target.kind, target.name, observed.catalog_hash)
         _settled_emit(out, command, out.state.damping.stable_since, windows, "rollouts")
+
+
+def _report_failures(out: _Out) -> None:
+    """A Warning Event on the object a write keeps failing on, and a Normal one once it no longer does
+    (a LiteLLM row's failures are told by its items' records instead, and so announced with them)."""
+    marks = out.state.pending.failures
+    if not marks:
+        return
+    out.state = evolve(out.state, pending=evolve(out.state.pending, failures=NO_MARKS))
+    for key in marked(marks):
+        involved = written_object(out.state, key)
+        failure = out.state.control.failing.get(key)
+        failed, recovered = failure_announcement(key), recovery_announcement(key)
+        if failure is not None and failure.reported:
+            out.retract(recovered)
+            out.announce(failed, involved, failure.reason.value, failure.message)
+        elif failure is None and failed in out.state.control.announced:
+            out.retract(failed)
+            message = "the write that failed succeeds again, or is no longer needed"
+            if involved is not None:
+                event = EmitKubernetesEvent(involved, WRITE_RECOVERED, message, "Normal")
+                out.send(((recovered, event),), event)
+
+
+def written_object(state: CatalogState, key: str) -> ObjectRef | None:
+    """The Kubernetes object a command key writes (None: a LiteLLM row, an Event, a read)."""
+    parsed = CommandKey.parse(key)
+    if parsed is None:
+        return None
+    cluster = state.cluster
+    match parsed.kind:
+        case CommandKind.CATALOG:
+            namespace, name = parsed.parts
+            return ObjectRef("v1", "ConfigMap", namespace, name, "")
+        case CommandKind.AGENT_TEMPLATE:
+            namespace, name = parsed.parts
+            template = cluster.templates.get(name)
+            uid = template.uid if template is not None else ""
+            return ObjectRef(AGENT_TEMPLATE_API_VERSION, "AgentTemplate", namespace, name, uid)
+        case CommandKind.ROLLOUT:
+            namespace, kind, name = parsed.parts
+            workload = cluster.workloads.get(f"{kind}/{name}")
+            return ObjectRef("apps/v1", kind, namespace, name, workload.uid if workload is not None else "")
+        case CommandKind.EVICT:
+            namespace, name = parsed.parts
+            pod = cluster.pods.get(name)
+            return ObjectRef("v1", "Pod", namespace, name, pod.uid if pod is not None else "")
+        case CommandKind.LITELLM | CommandKind.EVENT | CommandKind.PROBE | CommandKind.WATCH:
+            return None
+        case _:
+            assert_never(parsed.kind)
 
 
 def _wait(out: _Out, at: float, flag: str) -> None:

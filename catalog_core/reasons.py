@@ -52,6 +52,8 @@ class Reason(StrEnum):
     UNEXPECTED_SHAPE = "UnexpectedShape"
     FORBIDDEN = "Forbidden"  # the API server refused a write (RBAC)
     WRITE_REJECTED = "WriteRejected"  # the API server rejected a write for another reason
+    WRITE_FAILED = "WriteFailed"  # a write got no answer: a timeout, a refused connection, a 5xx or a 429
+    CATALOG_IMMUTABLE = "CatalogImmutable"  # the catalog ConfigMap is immutable: it must be deleted first
     CATALOG_TOO_LARGE = "CatalogTooLarge"  # the rendered catalog does not fit in one ConfigMap
     # a local ModelActivation whose engine runs on KubeAI, while KubeAI's CRD is not installed
     KUBEAI_NOT_INSTALLED = "KubeAINotInstalled"
@@ -123,6 +125,11 @@ STATE_OF: dict[Reason, RouteState] = {
         RouteState.CONFLICT,
     ),
 }
+
+
+# The reason of the Normal Event that follows a write's reported failures once it succeeds, or once its
+# target needs no write any more (an Event reason, never a routes.json one).
+WRITE_RECOVERED = "WriteRecovered"
 
 
 def state_of(reason: Reason) -> RouteState:

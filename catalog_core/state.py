@@ -180,6 +180,8 @@ class CatalogEntry:
 class Retry:
     command_id: str
     not_before: float
+    # The command itself when nothing plans it anew (a Kubernetes Event): sent again once due.
+    command: Command | None = None
 
 
 @attrs.frozen
@@ -187,6 +189,39 @@ class Failure:
     command_id: str
     reason: Reason
     detail: str
+
+
+# A write is reported failing (routes.json, a Warning Event, ``model_catalog_failing_writes``) once this many
+# attempts in a row failed: one failure that the next attempt mends (a conflict, a blip) is only logged.
+REPORTED_AFTER_ATTEMPTS = 2
+
+
+@attrs.frozen
+class WriteFailure:
+    """A write whose latest attempts failed, kept until one succeeds, its target needs no write any more or
+    this replica stops leading: what the operator is shown about it."""
+
+    command_id: str  # the command that failed last
+    kind: str  # its class name (the ``kind`` of the metrics)
+    reason: Reason
+    detail: str  # what was attempted and what the target answered (never a secret: the executor's text)
+    since: float  # when the first failure in a row was folded
+    attempts: int  # failed attempts in a row
+    terminal: bool = False  # not retried until its input changes
+
+    @property
+    def reported(self) -> bool:
+        return self.terminal or self.attempts >= REPORTED_AFTER_ATTEMPTS
+
+    @property
+    def message(self) -> str:
+        """The detail, and what happens next."""
+        then = (
+            "not retried until its input changes"
+            if self.terminal
+            else "retried with backoff until it succeeds"
+        )
+        return f"{self.detail} ({then})"
 
 
 Marks = tuple[Any, ...]
@@ -294,12 +329,13 @@ class Pending:
     templates: bool = False
     catalog: bool = True
     rollouts: bool = False
+    failures: Marks = NO_MARKS  # command keys whose write failure to report, or whose recovery
 
     @property
     def idle(self) -> bool:
-        return not (self.items or self.names or self.ids or self.records or self.logical) and not (
-            self.templates or self.catalog or self.rollouts
-        )
+        return not (
+            self.items or self.names or self.ids or self.records or self.logical or self.failures
+        ) and not (self.templates or self.catalog or self.rollouts)
 
 
 @attrs.frozen
@@ -313,6 +349,7 @@ class Control:
     announced: PMap[str] = attrs.field(factory=empty)  # problem key -> event id already emitted
     secret_watch: str = ""  # id of the last WatchSecrets command
     leading: bool = True  # a standby replica plans but issues no writes
+    failing: PMap[WriteFailure] = attrs.field(factory=empty)  # key -> its write's failures in a row
 
 
 @attrs.frozen
@@ -363,7 +400,9 @@ class CatalogState:
             o.secrets,
             o.secrets_scope,
         )
-        pending = Pending(items, p.names, p.ids, p.records, p.logical, p.templates, p.catalog, p.rollouts)
+        pending = Pending(
+            items, p.names, p.ids, p.records, p.logical, p.templates, p.catalog, p.rollouts, p.failures
+        )
         return CatalogState(
             self.config,
             self.waits_for,
@@ -422,7 +461,7 @@ _POSITIONAL_COPIES = {
         "secrets",
         "secrets_scope",
     ),
-    Pending: ("items", "names", "ids", "records", "logical", "templates", "catalog", "rollouts"),
+    Pending: ("items", "names", "ids", "records", "logical", "templates", "catalog", "rollouts", "failures"),
 }
 for _cls, _names in _POSITIONAL_COPIES.items():
     if tuple(field.name for field in attrs.fields(_cls)) != _names:

@@ -381,7 +381,8 @@ def _generic(cls: Any) -> Callable[[Any], bool]:
     return lambda tp: tp is cls or get_origin(tp) is cls
 
 
-_MARK_FIELDS: Final = ("items", "names", "ids", "records", "logical")
+# Every field of ``Pending`` that holds marks (by its declared type: a new one cannot be forgotten).
+_MARK_FIELDS: Final = tuple(f.name for f in attrs.fields(Pending) if f.type in ("Marks", Marks))
 
 
 def _marks_unstructure(marks: Marks) -> list[str]:
@@ -1097,11 +1098,15 @@ STATE_SCHEMA: Final = state_schema()
 
 # Older state shapes whose snapshots this version reads as they are: each differs from the next only by
 # fields added with a default that decides as the code of its day did (a snapshot migration by default).
-READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {}
-# No older shape is listed: bfed55144b4b38cb holds an external model's optional LiteLLM parameters as
-# ExternalModel.params, which older snapshots spell as fields of their own, and 49af2580675a676d added owner
-# uids, consumer marks and held defaults that snapshots before it lack. Their logs verify command by
-# command (tests/eventlog/corpus).
+READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
+    # Failed writes reported and retried (Control.failing, Pending.failures, Retry.command, two more reason
+    # codes); absent: nothing failing, nothing to report, no Event to send again (none was, then).
+    "5e0f2e83a97dd0d4": "before Control.failing (failed writes reported; absent: none)",
+}
+# No shape before 5e0f2e83a97dd0d4 is listed: bfed55144b4b38cb and its successor were not read as is by
+# the version after them (bfed55144b4b38cb holds an external model's optional LiteLLM parameters as
+# ExternalModel.params, which older snapshots spell as fields of their own, and 49af2580675a676d added
+# owner uids, consumer marks and held defaults). Their logs verify command by command (tests/eventlog/corpus).
 
 
 def snapshots_readable(state_schema_of_log: str) -> bool:

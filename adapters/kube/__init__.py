@@ -20,6 +20,7 @@ from adapters.kube.secrets import SecretWatcher
 from adapters.kube.settings import KubeSettings, KubeStats
 from adapters.kube.watch import WatchSource, WatchSpec, watch_specs
 from adapters.kube.writers import (
+    RETRY_CAP_SECONDS,
     AgentTemplatePatcher,
     CatalogWriter,
     EventRecorder,
@@ -61,8 +62,10 @@ class KubeAdapters:
         stats: KubeStats | None = None,
         probe_resolve: Mapping[str, str] | None = None,
         skip: Collection[SourceKind] = (),
+        write_retry_cap: float = RETRY_CAP_SECONDS,
     ) -> None:
-        """``skip``: sources the host feeds itself (e.g. an operator's ModelActivation cache)."""
+        """``skip``: sources the host feeds itself (e.g. an operator's ModelActivation cache);
+        ``write_retry_cap``: the longest backoff of a failed write."""
         self.settings = settings or KubeSettings()
         self.stats = stats or KubeStats()
         self.api = KubeApi(api_client, request_timeout=self.settings.request_timeout_seconds)
@@ -88,7 +91,7 @@ class KubeAdapters:
             if spec.source not in skip
         ]
         self.sources.append(self.secrets)
-        outcomes = Outcomes(self.stats)
+        outcomes = Outcomes(self.stats, retry_cap=write_retry_cap)
         self.prober = RuntimeProber(resolve=probe_resolve)
         self.executors: list[Executor] = [
             CatalogWriter(self.api, outcomes),

@@ -1,10 +1,14 @@
 """Executors of the core's Kubernetes commands. They carry a command out and report what happened.
 
-Outcome mapping (the same for every writer): 2xx -> applied; 409 -> retry soon (the
-core re-plans from the newer observation); 404 -> gone; 403 -> terminal, reason
-``Forbidden``, one log line naming the verb; 429, 5xx, timeouts and connection
-errors -> retry after a capped, jittered per-key backoff; other 4xx -> terminal
-with the API's reason. An executor never raises.
+Outcome mapping (the same for every writer): 2xx -> applied; 404 on a patch or an update -> gone (the
+target vanished; the core re-plans once it is observed again). Everything else the API server answers
+may be mended without a new command (RBAC fixed, a webhook or a policy changed, an immutable object
+deleted, the server back), so it is retried, forever, after a capped, jittered exponential backoff per
+key (``KeyedBackoff``, the cap ``CATALOG_WRITE_RETRY_MAX_SECONDS``), with a reason code the core reports
+once two attempts in a row failed: 403 -> ``Forbidden``; 0 (a timeout, a refused or reset connection),
+429 and 5xx -> ``WriteFailed``; any other 4xx (400, 404 on a create, 409, 422, ...) ->
+``WriteRejected``; the catalog ConfigMap read back with ``immutable: true`` -> ``CatalogImmutable``
+(nothing is sent: it can only be deleted). An executor never raises.
 
 The events reported match ``catalog_core.simulate.SimulatedWorld``: a successful
 write also reports the object as written (redacted), so the core need not wait
@@ -36,6 +40,7 @@ from catalog_core.commands import (
     WriteCatalog,
 )
 from catalog_core.events import CommandCompleted, Event, ObjectUpserted, Outcome, SourceKind
+from catalog_core.reasons import Reason
 from catalog_core.redact import redact_for_source
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, PREVIOUS_HASH_ANNOTATION
 from contracts.kinds import RESOURCES, Resource
@@ -43,8 +48,10 @@ from contracts.kinds import RESOURCES, Resource
 log = logging.getLogger("model_catalog.kube.writers")
 
 COMPONENT = NAME  # an Event's source and reporting component
-FORBIDDEN_REASON = "Forbidden"
 CONFLICT_ATTEMPTS = 4  # read-modify-write attempts before a conflict becomes a retry outcome
+RETRY_BASE_SECONDS = 1.0
+RETRY_CAP_SECONDS = 300.0  # the default of CATALOG_WRITE_RETRY_MAX_SECONDS
+CONFLICT_BASE_SECONDS = 0.2  # a conflict is usually mended by the next observation: start sooner
 
 _CONFIGMAP = RESOURCES[SourceKind.CATALOG_CONFIGMAP]
 _AGENT_TEMPLATE = RESOURCES[SourceKind.AGENT_TEMPLATES]
@@ -77,52 +84,51 @@ class Outcomes:
         stats: KubeStats | None = None,
         backoff: KeyedBackoff | None = None,
         rng: random.Random | None = None,
-        conflict_delay: tuple[float, float] = (0.2, 1.0),
+        retry_cap: float = RETRY_CAP_SECONDS,
     ) -> None:
         self.stats = stats or KubeStats()
         for command, verb, resource in WRITES:
             self.stats.declare(FORBIDDEN_TOTAL, kind=command.__name__, verb=verb, resource=resource.plural)
         self.rng = rng or random.Random()
-        self.backoff = backoff or KeyedBackoff(base=1.0, cap=300.0, rng=self.rng)
-        self.conflict_delay = conflict_delay
+        self.backoff = backoff or KeyedBackoff(base=RETRY_BASE_SECONDS, cap=retry_cap, rng=self.rng)
+        self.conflicts = KeyedBackoff(base=CONFLICT_BASE_SECONDS, cap=retry_cap, rng=self.rng)
 
     def applied(self, command: Command, detail: str = "") -> CommandCompleted:
         self.backoff.forget(command.key)
+        self.conflicts.forget(command.key)
         return CommandCompleted(command.key, command.id, Outcome.APPLIED, detail=detail)
 
     def failed(self, command: Command, err: KubeError, verb: str, where: str) -> CommandCompleted:
         """``where``: ``configmaps/ai-model-catalog in ai`` (for the log line and the detail)."""
         key, cid, kind = command.key, command.id, type(command).__name__
         detail = f"{verb} {where}: {err}"
-        if err.status == 409:
-            low, high = self.conflict_delay
-            return CommandCompleted(key, cid, Outcome.RETRY, self.rng.uniform(low, high), "Conflict", detail)
-        if err.status == 404:
+        if err.status == 404 and verb != "create":
             self.backoff.forget(key)
             return CommandCompleted(key, cid, Outcome.GONE, reason="NotFound", detail=detail)
+        if err.status == 409:
+            delay = self.conflicts.next(key, cid)
+            return CommandCompleted(key, cid, Outcome.RETRY, delay, Reason.WRITE_REJECTED.value, detail)
         if err.status == 403:
             self.stats.inc(FORBIDDEN_TOTAL, kind=kind, verb=verb, resource=where.partition("/")[0])
-            log.warning(
-                "forbidden: %s %s (command %s is not retried until its input changes)", verb, where, key
-            )
-            return CommandCompleted(
-                key, cid, Outcome.TERMINAL, reason=FORBIDDEN_REASON, detail=f"forbidden: {detail}"
-            )
+            delay = self.backoff.next(key, cid)
+            log.warning("forbidden: %s %s (command %s; retrying in %.1fs)", verb, where, key, delay)
+            return self.retry(command, delay, Reason.FORBIDDEN, f"forbidden: {detail}")
         self.stats.inc(ERRORS_TOTAL, kind=kind, status=str(err.status))
+        delay = self.backoff.next(key, cid)
         if err.transient:
-            delay = self.backoff.next(key)
             log.info("%s %s failed (%s); retrying in %.1fs", verb, where, err, delay)
-            return CommandCompleted(key, cid, Outcome.RETRY, delay, err.reason, detail)
-        log.warning("%s %s rejected: %s", verb, where, err)
-        return CommandCompleted(key, cid, Outcome.TERMINAL, reason=err.reason, detail=detail)
+            return self.retry(command, delay, Reason.WRITE_FAILED, detail)
+        log.warning("%s %s rejected: %s; retrying in %.1fs", verb, where, err, delay)
+        return self.retry(command, delay, Reason.WRITE_REJECTED, detail)
+
+    def retry(self, command: Command, delay: float, reason: Reason, detail: str) -> CommandCompleted:
+        return CommandCompleted(command.key, command.id, Outcome.RETRY, delay, reason.value, detail)
 
     def crashed(self, command: Command, exc: Exception) -> CommandCompleted:
         """A bug in an executor: retried with backoff, logged without the command's content."""
-        delay = self.backoff.next(command.key)
+        delay = self.backoff.next(command.key, command.id)
         log.error("executing %s failed: %s", command.key, type(exc).__name__, exc_info=exc)
-        return CommandCompleted(
-            command.key, command.id, Outcome.RETRY, delay, "InternalError", type(exc).__name__
-        )
+        return self.retry(command, delay, Reason.WRITE_FAILED, f"internal error: {type(exc).__name__}")
 
 
 async def _guarded(
@@ -211,6 +217,8 @@ class CatalogWriter:
                     written = await self.api.request(
                         "POST", collection_path(_CONFIGMAP, command.namespace), body=self._created(command)
                     )
+                elif current.get("immutable") is True:
+                    return [self._immutable(command, where)]
                 else:
                     verb = "update"
                     written = await self.api.request("PUT", path, body=self._updated(current, command))
@@ -221,6 +229,8 @@ class CatalogWriter:
                     log.debug("%s %s: %s, reading again", verb, where, err.reason)
                     await anyio.sleep(self.outcomes.rng.uniform(0.02, 0.1) * (attempt + 1))
                     continue
+                if err.status == 422 and "immutable" in err.message:
+                    return [self._immutable(command, where)]  # made immutable since we read it
                 return [self.outcomes.failed(command, err, verb, where)]
             written.setdefault("apiVersion", "v1")
             written.setdefault("kind", "ConfigMap")
@@ -231,6 +241,18 @@ class CatalogWriter:
                 ),
             ]
         raise AssertionError("unreachable")  # the loop returns on its last attempt
+
+    def _immutable(self, command: WriteCatalog, where: str) -> CommandCompleted:
+        """An immutable ConfigMap can never be rewritten, only deleted: say how, and look again later (the
+        watch sees it deleted, and the core writes at once)."""
+        delay = self.outcomes.backoff.next(command.key, command.id)
+        fix = f"kubectl delete configmap -n {command.namespace} {command.name}"
+        detail = (
+            f"update {where}: the ConfigMap is immutable (immutable: true), so the catalog cannot be "
+            f"written; delete it ({fix}) and it is written again at once"
+        )
+        log.error("%s; retrying in %.1fs", detail, delay)
+        return self.outcomes.retry(command, delay, Reason.CATALOG_IMMUTABLE, detail)
 
     @staticmethod
     def _created(command: WriteCatalog) -> dict[str, Any]:
@@ -417,19 +439,11 @@ def _version_unknown(err: KubeError) -> bool:
 
 
 def event_name(command: EmitKubernetesEvent) -> str:
-    """Deterministic per (involved object, reason, message): a repeat finds and aggregates the same Event."""
+    """Deterministic per (involved object, type, reason), as the Kubernetes event recorder aggregates: a
+    repeat finds the same Event, raises its count and carries the newest message."""
     ref = command.involved
     key = "\x00".join(
-        (
-            ref.api_version,
-            ref.kind,
-            ref.namespace,
-            ref.name,
-            ref.uid,
-            command.event_type,
-            command.reason,
-            command.message,
-        )
+        (ref.api_version, ref.kind, ref.namespace, ref.name, ref.uid, command.event_type, command.reason)
     )
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
     prefix = ref.name[:200].rstrip(".-") or "object"
@@ -484,11 +498,14 @@ class EventRecorder:
                     body = {
                         **current,
                         "count": (count if isinstance(count, int) else 1) + 1,
+                        "message": command.message[: self.MESSAGE_LIMIT],
                         "lastTimestamp": now,
                     }
                     await self.api.request("PUT", path, body=body)
             except KubeError as err:
-                if err.status == 409 and attempt + 1 < CONFLICT_ATTEMPTS:
+                # 409: updated in between; 404 on update: it expired (its TTL) in between: read again.
+                again = err.status == 409 or (err.status == 404 and verb == "update")
+                if again and attempt + 1 < CONFLICT_ATTEMPTS:
                     await anyio.sleep(self.outcomes.rng.uniform(0.02, 0.1) * (attempt + 1))
                     continue
                 return [self.outcomes.failed(command, err, verb, where)]

@@ -6,7 +6,8 @@ command and says what LiteLLM's answer means:
 | answer                                         | outcome  | reason / side effect                        |
 |------------------------------------------------|----------|---------------------------------------------|
 | 2xx                                            | applied  | backoff forgotten                           |
-| 401 / 403                                      | terminal | ``LiteLLMUnauthorized``, logged once; its   |
+| 401 / 403                                      | retry    | ``LiteLLMUnauthorized``: capped backoff;    |
+|                                                |          | mended outside (the key, its role); its     |
 |                                                |          | text is never kept (it quotes the key)      |
 | update: 404 from LiteLLM, 400 "model not found"| gone     | the core re-plans a create                  |
 | create: 500 (LiteLLM's duplicate-id answer)    | retry    | short backoff, re-observe at once           |
@@ -16,6 +17,11 @@ command and says what LiteLLM's answer means:
 | an answer past the client's ``AnswerBounds``   | retry    | the same, LiteLLM reported as erroring      |
 | other 4xx (400 / 404 / 409 / 422 ...)          | terminal | ``LiteLLMRejected`` with a short detail     |
 | the API key's value is not in the vault (yet)  | retry    | ``SecretNotFound``, names the Secret        |
+
+Every retry waits a capped exponential backoff with jitter per key (the cap:
+``CATALOG_WRITE_RETRY_MAX_SECONDS``, 300 s by default), forever; a new command for the key (its input
+changed) starts again from the base.
+``terminal`` is left for what only a change of the input can mend (LiteLLM refusing the route itself).
 
 ``RecreateLiteLLMModel`` is a delete then a create (LiteLLM's updates merge, so a field can only be
 dropped by a fresh row); when the delete succeeded but the create did not, a re-observation is asked
@@ -64,6 +70,7 @@ log = logging.getLogger("model_catalog.litellm")
 _WRITES = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel, DeleteLiteLLMModel)
 _WITH_KEY = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel)
 _RETRYABLE_4XX = frozenset({408, 429})
+RETRY_CAP_SECONDS = 300.0  # the default of CATALOG_WRITE_RETRY_MAX_SECONDS
 
 
 class RetryReason(StrEnum):
@@ -110,7 +117,8 @@ def classify(op: Op, answer: Answer | LiteLLMTransportError) -> Mapped:
     if answer.ok:
         return Mapped(Outcome.APPLIED)
     if status in (401, 403):
-        return Mapped(Outcome.TERMINAL, Reason.LITELLM_UNAUTHORIZED, what, PeerStatus.UNAUTHORIZED)
+        # The key or its role is fixed in LiteLLM, not in our input: try again.
+        return Mapped(Outcome.RETRY, Reason.LITELLM_UNAUTHORIZED, what, PeerStatus.UNAUTHORIZED)
     if op is Op.UPDATE and _model_not_found(answer):
         return Mapped(Outcome.GONE, "", what)
     if op is Op.DELETE and status == 400 and "not found" in message.lower():
@@ -192,11 +200,12 @@ class LiteLLMExecutor:
         *,
         backoff: KeyedBackoff | None = None,
         duplicate_backoff: KeyedBackoff | None = None,
+        retry_cap: float = RETRY_CAP_SECONDS,
     ) -> None:
         self._client = client
         self._vault = vault
         self._hooks: WriteHooks = hooks or NoHooks()
-        self._backoff = backoff or KeyedBackoff(base=0.5, cap=120.0)
+        self._backoff = backoff or KeyedBackoff(base=0.5, cap=retry_cap)
         self._duplicate_backoff = duplicate_backoff or KeyedBackoff(base=0.5, cap=5.0)
 
     def __repr__(self) -> str:
@@ -218,7 +227,7 @@ class LiteLLMExecutor:
             log.error(
                 "LiteLLM write %s failed unexpectedly\n%s", command.key, scrub(trace, self._secrets(command))
             )
-            delay = self._backoff.next(command.key)
+            delay = self._backoff.next(command.key, command.id)
             return [
                 CommandCompleted(
                     command.key,
@@ -321,7 +330,7 @@ class LiteLLMExecutor:
         delay = 0.0
         if mapped.outcome is Outcome.RETRY:
             backoff = self._duplicate_backoff if mapped.short_retry else self._backoff
-            delay = backoff.next(key)
+            delay = backoff.next(key, command.id)
         else:
             self._backoff.forget(key)
             self._duplicate_backoff.forget(key)

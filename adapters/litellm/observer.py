@@ -86,8 +86,8 @@ class PeerHealth:
             log.info("LiteLLM is answering again (was %s, seen by a %s)", previous.value, via)
         elif status is PeerStatus.UNAUTHORIZED:
             log.error(
-                "LiteLLM rejects the master key (seen by a %s: %s): no LiteLLM writes until it is "
-                "accepted again; check LITELLM_MASTER_KEY",
+                "LiteLLM rejects the master key (seen by a %s: %s): LiteLLM writes are retried with "
+                "backoff until it is accepted; check LITELLM_MASTER_KEY and its role in LiteLLM",
                 via,
                 detail,
             )

@@ -28,11 +28,12 @@ def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
     if loss is not None:
         return RouteRecord(source, name, logical, RouteState.CONFLICT, loss[0], loss[1], route.id)
     key = litellm_key(route.id)
-    failure = state.control.failures.get(key)
+    failure = state.control.failing.get(key)
     published = published_route(state, route.id) is not None
-    if failure is not None and key not in state.control.inflight:
+    if failure is not None and failure.reported and _still_shown(state, key, failure.command_id):
+        message = failure.detail if failure.terminal else failure.message
         return RouteRecord(
-            source, name, logical, RouteState.ERROR, failure.reason, failure.detail, route.id, published
+            source, name, logical, RouteState.ERROR, failure.reason, message, route.id, published
         )
     state_now = state_of(cand.reason)
     if state_now is not RouteState.PUBLISHED:
@@ -46,3 +47,9 @@ def _record(state: CatalogState, item: str, cand: Candidate) -> RouteRecord:
     return RouteRecord(
         source, name, logical, RouteState.WITHHELD, Reason.PENDING, "waiting for LiteLLM", route.id
     )
+
+
+def _still_shown(state: CatalogState, key: str, failed: str) -> bool:
+    """A write's failure is shown until another command for its row is on its way (the input changed)."""
+    current = state.control.inflight.get(key)
+    return current is None or current.id == failed

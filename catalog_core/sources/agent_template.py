@@ -14,6 +14,9 @@ from catalog_core.sources.common import APPINSTANCE_LABEL, unreadable
 _PATH = ("spec", "config", "provider", "litellm")
 
 
+API_VERSION = "kubeopencode.io/v1alpha1"
+
+
 @attrs.frozen
 class AgentTemplateInfo:
     name: str

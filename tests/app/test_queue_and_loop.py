@@ -9,7 +9,14 @@ import pytest
 
 from app.loop import CatalogLoop
 from app.queue import CommandQueue
-from catalog_core.commands import Command, DeleteLiteLLMModel, WriteCatalog
+from catalog_core.commands import (
+    Command,
+    DeleteLiteLLMModel,
+    EmitKubernetesEvent,
+    ObjectRef,
+    ProbeRuntime,
+    WriteCatalog,
+)
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     CommandCompleted,
@@ -122,6 +129,47 @@ async def test_losing_leadership_cancels_writes_under_way():
                 await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
     assert delivered == []  # abandoned: no outcome is reported for it
+
+
+async def test_a_route_write_never_waits_behind_events_or_probes():
+    """Issue 32, item 9: a 5,000-item edit queued its Warning Events in the FIFO of the route writes, and
+    an unrelated activation published 46.6 s later instead of 0.4 s. Here Events and probes never finish
+    (their API server and runtimes hang): a LiteLLM write and the catalog submitted after thousands of
+    them still run at once, in their own lane."""
+    release = anyio.Event()
+    done: list[str] = []
+
+    class Hanging:
+        def handles(self, command: Command) -> bool:
+            return True
+
+        async def execute(self, command: Command) -> Sequence[Event]:
+            if isinstance(command, EmitKubernetesEvent | ProbeRuntime):
+                await release.wait()
+            done.append(command.key)
+            return [CommandCompleted(command.key, command.id, Outcome.APPLIED)]
+
+    async def deliver(events: Sequence[Event]) -> None:
+        return None
+
+    ref = ObjectRef("v1", "ConfigMap", "ai", "ai-external-models", "u")
+    queue = CommandQueue([Hanging()], deliver, concurrency=4)
+    async with anyio.create_task_group() as tg:
+        await tg.start(queue.run)
+        for i in range(5000):
+            queue.submit(EmitKubernetesEvent(ref, "InvalidField", f"m{i}: contextWindow: not a number"))
+        for i in range(50):
+            queue.submit(ProbeRuntime(f"runtime-{i}", f"http://runtime-{i}.ai.svc:8080/health"))
+        write = DeleteLiteLLMModel("ai-appliance-external-unrelated")
+        catalog = WriteCatalog("ai", "ai-model-catalog", (("k", "v"),), "h", "fp")
+        queue.submit(write)
+        queue.submit(catalog)
+        with anyio.fail_after(5):
+            while not {write.key, catalog.key} <= set(done):
+                await anyio.sleep(0.01)
+        assert done == [write.key, catalog.key]  # nothing else finished: they went first anyway
+        release.set()
+        tg.cancel_scope.cancel()
 
 
 async def test_a_raising_executor_becomes_a_retry_outcome():

@@ -11,13 +11,19 @@ from __future__ import annotations
 import pathlib
 import re
 
+import attrs
 import pytest
 
 from adapters.kube.settings import FORBIDDEN_TOTAL, GONE_TOTAL, RELISTS_TOTAL, Liveness
 from adapters.telemetry import Telemetry
 from app.service import Service
 from app.settings import ServiceSettings, load
-from catalog_core.config import ConfigError
+from catalog_core.commands import PatchAgentTemplate
+from catalog_core.config import CatalogConfig, ConfigError
+from catalog_core.fold import initial_state
+from catalog_core.jsonval import Json
+from catalog_core.reasons import Reason
+from catalog_core.state import WriteFailure
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:
@@ -49,6 +55,31 @@ def test_kube_adapter_counters_are_exported_with_their_labels() -> None:
         text, "model_catalog_kube_forbidden_total", source="secrets", verb="list", namespace="ai"
     )
     assert forbidden == 1.0
+
+
+def test_failing_writes_are_exported_by_kind_every_kind_from_the_start() -> None:
+    """``model_catalog_failing_writes``: the input of ModelCatalogWritesFailing. Every write kind is a
+    series at 0 before anything failed; a write that failed twice in a row counts, once is a blip."""
+    telemetry = Telemetry()
+    try:
+        telemetry.bind_state()
+        text = telemetry.metrics_text().decode()
+        assert sample(text, "model_catalog_failing_writes", kind="WriteCatalog") == 0.0
+        assert sample(text, "model_catalog_failing_writes", kind="EmitKubernetesEvent") == 0.0
+        assert sample(text, "model_catalog_failing_writes", kind="ProbeRuntime") is None  # a read
+        state = initial_state(CatalogConfig())
+        patch = PatchAgentTemplate("ai", "t", "1", Json.of({}))
+        failing = state.control.failing.set(
+            patch.key, WriteFailure(patch.id, "PatchAgentTemplate", Reason.FORBIDDEN, "403", 1.0, 2)
+        ).set(
+            "catalog/ai/ai-model-catalog", WriteFailure("x", "WriteCatalog", Reason.FORBIDDEN, "403", 1.0, 1)
+        )
+        telemetry.state_changed(attrs.evolve(state, control=attrs.evolve(state.control, failing=failing)))
+        text = telemetry.metrics_text().decode()
+    finally:
+        telemetry.shutdown()
+    assert sample(text, "model_catalog_failing_writes", kind="PatchAgentTemplate") == 1.0
+    assert sample(text, "model_catalog_failing_writes", kind="WriteCatalog") == 0.0
 
 
 def test_the_service_exports_what_its_kube_adapters_count() -> None:

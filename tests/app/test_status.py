@@ -207,6 +207,9 @@ def test_each_condition_the_leader_reports_is_a_line_that_says_what_it_means_and
         ReportedCondition("WatchStale", "kube/pods", "not streaming; reconnecting", since),
         ReportedCondition("CatalogTooLarge", "catalog", "exceeds 1048576 bytes", since),
         ReportedCondition("WaitingForSources", "litellm", "not answered yet", since),
+        ReportedCondition(
+            "WriteFailing", "AgentTemplate/litellm-default", "forbidden: patch agenttemplates/...", since
+        ),
     ]
     assert {c.type for c in cases} == {t.value for t in ConditionType}  # every type the controller reports
     for condition in cases:

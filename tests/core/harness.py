@@ -7,9 +7,18 @@ from typing import Any
 
 from catalog_core.commands import Command
 from catalog_core.config import CatalogConfig
-from catalog_core.events import Event, ObjectDeleted, ObjectUpserted, SourceKind, SourceListed, Ticked
+from catalog_core.events import (
+    CommandCompleted,
+    Event,
+    ObjectDeleted,
+    ObjectUpserted,
+    Outcome,
+    SourceKind,
+    SourceListed,
+    Ticked,
+)
 from catalog_core.fold import initial_state, step
-from catalog_core.plan import all_records
+from catalog_core.plan import all_records, next_deadline
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
@@ -143,3 +152,28 @@ class Cluster:
 
     def all_records(self) -> list[dict[str, Any]]:
         return [r.as_json() for r in all_records(self.state)]
+
+
+class RefusingWorld(SimulatedWorld):
+    """The simulated world, but a write whose key starts with one of ``refuse``'s prefixes is answered
+    ``retry`` with that reason and detail, as the executors answer what the target refuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse: dict[str, tuple[str, str]] = {}
+        self.refused: list[Command] = []
+
+    def execute(self, command: Command, *, reread: bool = True) -> list[Event]:
+        for prefix, (reason, detail) in self.refuse.items():
+            if command.key.startswith(prefix):
+                self.refused.append(command)
+                # A long backoff: ``converge`` reaches a fixed point first; ``when_due`` goes to its end.
+                return [CommandCompleted(command.key, command.id, Outcome.RETRY, 600.0, reason, detail)]
+        return super().execute(command, reread=reread)
+
+
+def when_due(c: Cluster) -> list[Command]:
+    """Run to the core's next deadline (a retry's backoff), as the service's loop sleeps until it."""
+    due = next_deadline(c.state)
+    assert due is not None, "nothing is due"
+    return c.run(Ticked(max(c.now, due)))

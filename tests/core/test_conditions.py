@@ -14,7 +14,7 @@ from catalog_core.events import (
 from catalog_core.fold import initial_state
 from catalog_core.registry import CATALOG_KINDS
 from tests.core import builders as b
-from tests.core.harness import Cluster
+from tests.core.harness import Cluster, RefusingWorld, when_due
 
 
 def _types(c: Cluster) -> list[tuple[str, str]]:
@@ -96,3 +96,35 @@ def test_a_catalog_too_large_for_a_configmap_is_reported_until_it_fits() -> None
     assert _types(c) == [("CatalogTooLarge", "catalog")]
     c.apply(b.external_configmap(many[:10]))
     assert _types(c) == []
+
+
+def test_a_write_that_keeps_failing_is_a_condition_until_it_goes_through() -> None:
+    """Issue 33, item 2: a write failed twice in a row is reported (one condition per object written;
+    LiteLLM's rows and Events each counted in one), and goes away once the write succeeds."""
+    c = Cluster()
+    world = RefusingWorld()
+    c.world = world
+    forbidden = "forbidden: patch agenttemplates/litellm-default in ai: HTTP 403 Forbidden"
+    world.refuse["agenttemplate/"] = ("Forbidden", forbidden)
+    world.refuse["litellm/"] = ("LiteLLMUnauthorized", "create: HTTP 403: not a proxy admin")
+    c.start(b.agent_template("litellm-default"), b.kubeai_model("llama"), b.kubeai_model("qwen"))
+
+    def failing() -> list[tuple[str, str]]:
+        return [(x.subject, x.message) for x in conditions(c.state) if x.type is ConditionType.WRITE_FAILING]
+
+    assert failing() == []  # one failed attempt is a blip
+    when_due(c)
+    [(subject, message)] = failing()
+    assert subject == "litellm"
+    assert message.startswith("2 LiteLLM rows cannot be written; the first: create: HTTP 403")
+    del world.refuse["litellm/"]
+    for _ in range(6):  # the rows go through, then the template is patched (and refused twice)
+        when_due(c)
+        if failing() and failing()[0][0] != "litellm":
+            break
+    assert failing() == [
+        ("AgentTemplate/litellm-default", forbidden + " (retried with backoff until it succeeds)")
+    ]
+    del world.refuse["agenttemplate/"]
+    when_due(c)
+    assert conditions(c.state) == ()

@@ -414,3 +414,32 @@ def test_a_log_written_before_gates_the_burst_probe_and_scale_from_zero_replays_
     older[0]["gates"] = _records(fresh)[0]["gates"]  # a schema not known to have planned with any gate
     code, out, err = _cli(capsys, "replay", str(_write(path, older)), "--verify")
     assert code == 0 and "only commands are compared" in err and "and 0 snapshots" in out
+
+
+def test_a_log_written_before_failed_writes_were_reported_replays_and_its_snapshots_verify(
+    example_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run recorded by the version before write failures were reported (state schema
+    5e0f2e83a97dd0d4: no ``Control.failing``, no ``Pending.failures``, no ``Retry.command``, two reason codes
+    fewer). Its snapshots read as nothing failing, nothing to report, no Event to send again (as that code
+    decided), and are compared, not skipped."""
+    fresh = tmp_path / "fresh.jsonl"
+    _generator(example_log).generate(fresh)
+    older = []
+    for record in _records(fresh):
+        if record["k"] == "header":
+            record["state_schema"] = "5e0f2e83a97dd0d4"
+        elif record["k"] == "snapshot":
+            state = record["state"]
+            assert state["control"].pop("failing") == {}
+            assert state["pending"].pop("failures") == []
+            for retry in state["control"]["retries"].values():
+                assert retry.pop("command") is None
+        older.append(record)
+    snapshots = sum(r["k"] == "snapshot" for r in older)
+    assert snapshots >= 2
+    path = _write(tmp_path / "older.jsonl", older)
+    code, out, err = _cli(capsys, "replay", str(path), "--verify")
+    assert code == 0, err
+    assert f"{snapshots} snapshots replay identically" in out
+    assert "only commands are compared" not in err

@@ -306,7 +306,7 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header). The shapes before it that snapshots are
 # still read from are wire.READABLE_OLDER_STATE_SCHEMAS (test_cli: a log written before gates were recorded).
-STATE_SCHEMA_OF_THIS_VERSION = "5e0f2e83a97dd0d4"
+STATE_SCHEMA_OF_THIS_VERSION = "83c2e98f1ca50c56"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:

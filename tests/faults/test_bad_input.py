@@ -31,6 +31,7 @@ from tests.faults.conftest import PROFILE, Suite, install_crds
 from tests.faults.results import Outcome
 from tests.faults.scenario import judge
 from tests.faults.stage import (
+    CATALOG,
     EXTERNAL,
     PROVIDER_SECRET,
     Stage,
@@ -1638,6 +1639,54 @@ def test_a_catalog_that_outgrows_one_configmap(input_stage: Any) -> None:
         )
         outcome.check("the last written catalog stays", stage.catalog_hash() == before[0])
         outcome.check("a Kubernetes Event reports it", "CatalogTooLarge" in event_reasons(stage))
+    finally:
+        stage.admin.apply(external_configmap(stage.ns, json.dumps({"models": base})))
+        stage.wait_converged(120)
+    assert not outcome.failed(), outcome.failed()
+
+
+@pytest.mark.faults
+@pytest.mark.faults_full
+def test_a_forged_immutable_catalog(input_stage: Any) -> None:
+    """Issue 32, item 11: whoever may create ConfigMaps in NAMESPACE replaces ai-model-catalog with an
+    immutable forgery. It is named (CatalogImmutable, with the command that mends it) and, once deleted,
+    written again at once by the same controller."""
+    stage, _ = input_stage
+    outcome = _outcome(
+        "immutable-catalog",
+        "ConfigMap/ai-model-catalog replaced by a forgery marked immutable: true",
+        "CatalogImmutable",
+    )
+    before = event_reasons(stage)
+    stage.admin.delete("v1", "ConfigMap", stage.ns, CATALOG)
+    stage.admin.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CATALOG, "namespace": stage.ns},
+            "data": {"AI_APPLIANCE_MODEL_CATALOG_READY": "true", "forged": "yes"},
+            "immutable": True,
+        }
+    )
+    base = models_json(stage)
+    stage.admin.apply(
+        external_configmap(
+            stage.ns, json.dumps({"models": [*base, {"name": "after-forgery", "model": "x/y"}]})
+        )
+    )
+    try:
+        wait_until(lambda: "CatalogImmutable" in event_reasons(stage), 60, 0.5, "a CatalogImmutable Event")
+        outcome.measured["new_event_reasons"] = sorted(event_reasons(stage) - before)
+        outcome.check("the forgery is named by an Event", "CatalogImmutable" in event_reasons(stage))
+        stage.admin.delete("v1", "ConfigMap", stage.ns, CATALOG)
+        began = time.monotonic()
+        wait_until(lambda: "after-forgery" in stage.catalog_models(), 60, 0.5, "the catalog written again")
+        outcome.measured["rewritten_after_delete_s"] = round(time.monotonic() - began, 2)
+        outcome.check("written again once deleted", "forged" not in stage.catalog_data())
+        outcome.user_sees = (
+            "a Warning Event CatalogImmutable on ConfigMap/ai-model-catalog with the kubectl delete that "
+            "mends it (and a model-catalog status row); once deleted, the catalog is written again at once"
+        )
     finally:
         stage.admin.apply(external_configmap(stage.ns, json.dumps({"models": base})))
         stage.wait_converged(120)

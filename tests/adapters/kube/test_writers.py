@@ -156,7 +156,7 @@ async def test_catalog_write_conflict_is_read_again_and_retried(kube_client: Any
     busy = _SecondWriter(kube_client, interfere=100)
     done = _only(await CatalogWriter(busy).execute(_write(ns, {"catalog.json": "[]\n"}, "h4")))
     assert busy.puts == CONFLICT_ATTEMPTS
-    assert done.outcome is Outcome.RETRY and done.reason == "Conflict" and 0 < done.retry_after <= 1.0
+    assert done.outcome is Outcome.RETRY and done.reason == "WriteRejected" and 0 < done.retry_after <= 0.2
     assert "update configmaps/ai-model-catalog in " + ns in done.detail
 
 
@@ -215,7 +215,7 @@ async def test_agent_template_models_are_replaced_exactly(kube_client: Any) -> N
 
     # The same patch again carries the old resourceVersion; the template changed since -> 409 -> retry soon.
     stale = _only(await patcher.execute(command))
-    assert stale.outcome is Outcome.RETRY and stale.reason == "Conflict" and stale.retry_after <= 1.0
+    assert stale.outcome is Outcome.RETRY and stale.reason == "WriteRejected" and stale.retry_after <= 0.2
     # A template that does not exist -> gone.
     missing = PatchAgentTemplate(ns, "nope", "1", Json.of({"spec": {"config": {"model": "x"}}}))
     assert _only(await patcher.execute(missing)).outcome is Outcome.GONE
@@ -332,9 +332,7 @@ async def test_eviction_falls_back_to_v1beta1_and_respects_disruption_budgets(ku
         },
     )
     refused = _only(await evictor.execute(EvictPod(ns, "p2", guarded.metadata.uid, "h")))
-    assert (
-        refused.outcome is Outcome.RETRY and refused.reason == "TooManyRequests" and refused.retry_after > 0
-    )
+    assert refused.outcome is Outcome.RETRY and refused.reason == "WriteFailed" and refused.retry_after > 0
     assert (await core.read_namespaced_pod("p2", ns)).metadata.deletion_timestamp is None
 
 
@@ -364,31 +362,90 @@ async def test_events_are_emitted_and_repeats_aggregated(kube_client: Any) -> No
     assert _only(await recorder.execute(command)).outcome is Outcome.APPLIED  # the same problem again
     again = await core.read_namespaced_event(event_name(command), ns)
     assert again.count == 2 and again.last_timestamp > again.first_timestamp
+    # Another problem of the same object and reason is the same Event (as the Kubernetes event recorder
+    # aggregates): its count goes up and it carries the newest message (issue 32, item 9).
     other = EmitKubernetesEvent(ref, "InvalidJSON", "models.json: another problem")
+    assert event_name(other) == event_name(command)
     assert _only(await recorder.execute(other)).outcome is Outcome.APPLIED
     listed = await core.list_namespaced_event(ns)
-    assert sorted((e.message, e.count) for e in listed.items) == [
-        ("models.json: Expecting value at line 1 column 1", 2),
-        ("models.json: another problem", 1),
-    ]
+    assert [(e.message, e.count) for e in listed.items] == [("models.json: another problem", 3)]
+    # Another reason is another Event.
+    third = EmitKubernetesEvent(ref, "SecretNotAllowed", "gpt: Secret x is not a model-provider Secret")
+    assert _only(await recorder.execute(third)).outcome is Outcome.APPLIED
+    listed = await core.list_namespaced_event(ns)
+    assert sorted((e.reason, e.count) for e in listed.items) == [("InvalidJSON", 3), ("SecretNotAllowed", 1)]
 
 
-async def test_forbidden_writes_are_terminal_and_named(
+async def test_forbidden_writes_are_retried_with_backoff_and_named(
     kube_peer: Any, kube_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A 403 can be mended without a new command (the Role is fixed): it is a retry, with a reason the core
+    reports and a backoff that grows up to its cap, never a terminal outcome (issue 33, item 2)."""
     ns = await create_namespace(kube_client)
     as_nobody = await new_api_client(kube_peer, impersonate=f"nobody-{uuid.uuid4().hex[:6]}")
     stats = KubeStats()
     caplog.set_level(logging.WARNING, logger="model_catalog.kube")
+    outcomes = Outcomes(stats, retry_cap=4.0)
     try:
-        writer = CatalogWriter(KubeApi(as_nobody), Outcomes(stats))
-        done = _only(await writer.execute(_write(ns, {"a": "b"}, "h6")))
+        writer = CatalogWriter(KubeApi(as_nobody), outcomes)
+        command = _write(ns, {"a": "b"}, "h6")
+        attempts = [_only(await writer.execute(command)) for _ in range(5)]
+        # A new command for the key (its input changed) starts again from the base.
+        fresh = _only(await writer.execute(_write(ns, {"a": "c"}, "h6b")))
     finally:
         await as_nobody.close()
-    assert done.outcome is Outcome.TERMINAL and done.reason == "Forbidden"
+    done = attempts[0]
+    assert done.outcome is Outcome.RETRY and done.reason == "Forbidden"
     assert done.detail.startswith(f"forbidden: get configmaps/ai-model-catalog in {ns}")
     assert f"forbidden: get configmaps/ai-model-catalog in {ns}" in caplog.text
-    assert stats.total(FORBIDDEN_TOTAL, verb="get") == 1
+    assert stats.total(FORBIDDEN_TOTAL, verb="get") == 6  # five attempts, and the new command's
+    delays = [a.retry_after for a in attempts]
+    assert all(a.outcome is Outcome.RETRY and a.reason == "Forbidden" for a in attempts)
+    # base 1 s doubling, jittered in [c/2, c], capped at 4 s: 0.5-1, 1-2, 2-4, 2-4, 2-4
+    assert 0.5 <= delays[0] <= 1.0 and all(2.0 <= d <= 4.0 for d in delays[2:])
+    assert fresh.outcome is Outcome.RETRY and 0.5 <= fresh.retry_after <= 1.0
+
+
+async def test_an_immutable_catalog_is_named_retried_and_written_once_deleted(kube_client: Any) -> None:
+    """Issue 32, item 11: a forged ``ai-model-catalog`` with ``immutable: true`` is never rewritten. The
+    writer says so (reason ``CatalogImmutable``, with the command that mends it) without sending a write
+    that can only fail, retries with backoff, and writes the catalog once the forgery is deleted."""
+    ns = await create_namespace(kube_client)
+    core = client.CoreV1Api(kube_client)
+    await core.create_namespaced_config_map(
+        ns, {"metadata": {"name": "ai-model-catalog"}, "data": {"forged": "yes"}, "immutable": True}
+    )
+    writer = CatalogWriter(KubeApi(kube_client), Outcomes(retry_cap=4.0))
+    command = _write(ns, {"catalog.json": "{}"}, "h-immutable")
+    refused = _only(await writer.execute(command))
+    assert refused.outcome is Outcome.RETRY and refused.reason == "CatalogImmutable"
+    assert f"kubectl delete configmap -n {ns} ai-model-catalog" in refused.detail
+    assert 0 < refused.retry_after <= 1.0
+    assert (await core.read_namespaced_config_map("ai-model-catalog", ns)).data == {"forged": "yes"}
+    await core.delete_namespaced_config_map("ai-model-catalog", ns)
+    written = await writer.execute(command)
+    assert _only(written).outcome is Outcome.APPLIED
+    assert (await core.read_namespaced_config_map("ai-model-catalog", ns)).data == {"catalog.json": "{}"}
+
+
+async def test_a_rejected_write_is_retried_not_terminal(kube_client: Any) -> None:
+    """A 422 (here: a Deployment the API server's validation refuses) may be mended outside the controller
+    (a webhook, a policy, an object replaced): a retry with reason ``WriteRejected``, never terminal."""
+    ns = await create_namespace(kube_client)
+    await client.AppsV1Api(kube_client).create_namespaced_deployment(ns, _deployment("web"))
+    api = KubeApi(kube_client)
+    with pytest.raises(KubeError) as refused:
+        await api.request(
+            "PATCH",
+            f"/apis/apps/v1/namespaces/{ns}/deployments/web",
+            body={"spec": {"replicas": -1}},
+            content_type="application/merge-patch+json",
+        )
+    assert refused.value.status == 422
+    command = RollWorkload(ns, "Deployment", "web", "h")
+    done = Outcomes(retry_cap=4.0).failed(command, refused.value, "patch", f"deployments/web in {ns}")
+    assert done.outcome is Outcome.RETRY and done.reason == "WriteRejected" and "HTTP 422" in done.detail
+    assert 0.5 <= done.retry_after <= 1.0
 
 
 async def test_unreachable_server_gives_retry_with_growing_backoff() -> None:
@@ -403,7 +460,8 @@ async def test_unreachable_server_gives_retry_with_growing_backoff() -> None:
         delays = []
         for _ in range(4):
             done = _only(await writer.execute(command))
-            assert done.outcome is Outcome.RETRY and done.reason == "ClientConnectorError"
+            assert done.outcome is Outcome.RETRY and done.reason == "WriteFailed"
+            assert "ClientConnectorError" in done.detail
             delays.append(done.retry_after)
     finally:
         await api_client.close()

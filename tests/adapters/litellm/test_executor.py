@@ -213,7 +213,9 @@ async def test_recreate_replaces_the_row_and_works_when_it_is_missing(peer: Peer
     assert await info_of(client, peer.id("fresh")) is not None
 
 
-async def test_a_wrong_master_key_is_terminal_unauthorized_for_every_write(peer: Peer) -> None:
+async def test_a_wrong_master_key_is_retried_unauthorized_for_every_write(peer: Peer) -> None:
+    """The key or its role is mended in LiteLLM, not in our input: every write is retried with backoff
+    (issue 33, item 2), never left for good."""
     hooks = Recorder()
     ex = executor(peer.client(master_key="sk-not-the-master-key"), hooks=hooks)
     commands = [
@@ -224,7 +226,8 @@ async def test_a_wrong_master_key_is_terminal_unauthorized_for_every_write(peer:
     ]
     for command in commands:
         done = await run(ex, command)
-        assert done.outcome is Outcome.TERMINAL and done.reason == Reason.LITELLM_UNAUTHORIZED.value
+        assert done.outcome is Outcome.RETRY and done.reason == Reason.LITELLM_UNAUTHORIZED.value
+        assert 0 < done.retry_after <= 0.5  # the first retry of each key
         assert "sk-not-the-master-key" not in done.detail
     assert hooks.calls.count("answered:unauthorized") == 4
 
@@ -429,10 +432,10 @@ def litellm_error(status: int, message: str) -> dict[str, Any]:
         (
             Op.CREATE,
             answer(401, litellm_error(401, "Authentication Error")),
-            Outcome.TERMINAL,
+            Outcome.RETRY,
             "LiteLLMUnauthorized",
         ),
-        (Op.DELETE, answer(403, litellm_error(403, "forbidden")), Outcome.TERMINAL, "LiteLLMUnauthorized"),
+        (Op.DELETE, answer(403, litellm_error(403, "forbidden")), Outcome.RETRY, "LiteLLMUnauthorized"),
         (Op.UPDATE, answer(404, litellm_error(404, "Model x not found on proxy.")), Outcome.GONE, ""),
         (
             Op.UPDATE,
