@@ -368,11 +368,13 @@ async def test_reconnects_after_dropped_refused_and_half_open_connections(
 
             # 3. Half-open: the connections stay up but nothing arrives. The client-side timeout ends the
             #    watch (the server's own close is lost too) and a fresh connection catches up.
-            #    (Watches are renewed every few seconds over fresh connections, so wait for one to be
-            #    open: freezing in a gap between two watches would test nothing.)
+            #    (Watches are renewed every few seconds over fresh connections: freeze right after a watch
+            #    delivered a change, with no await in between, so the freeze catches that watch's own
+            #    connection, not only an idle pooled one while the next watch's is still being opened.)
+            await model("m3b")
+            await events.wait_for(upserted(SourceKind.KUBEAI_MODELS, "m3b"))
             requests = stats.total(WATCH_REQUESTS_TOTAL)
-            await proxy.wait_for_a_connection()
-            assert proxy.freeze_all() >= 1  # no await since the wait: nothing could close it meanwhile
+            assert proxy.freeze_all() >= 1
             await model("m4")
             await events.wait_for(upserted(SourceKind.KUBEAI_MODELS, "m4"), timeout=30)
             assert stats.total(WATCH_REQUESTS_TOTAL) > requests  # m4 came over a watch opened after it
