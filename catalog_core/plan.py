@@ -32,7 +32,7 @@ from catalog_core.commands import (
     WriteCatalog,
 )
 from catalog_core.config import CatalogConfig
-from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import SourceKind
 from catalog_core.evolve import evolve
 from catalog_core.gates import Gate
 from catalog_core.jsonval import Json
@@ -54,6 +54,7 @@ from catalog_core.keys import (
     recovery_announcement,
     rollout_key,
 )
+from catalog_core.kinds import ROLLOUT_SOURCES
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import CURRENT_ROUTE, KEEPS_LAST_GOOD, WRITE_RECOVERED, Reason, RouteState
 from catalog_core.rules import health as health_rules
