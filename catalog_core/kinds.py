@@ -101,9 +101,20 @@ class Kind:
     # the key of the command that writes the object, (namespace, name) -> key (None: no command does)
     written_by: Callable[[str, str], str] | None = None
     rollable: Rollable | None = None
+    # Rollout planning waits for it from the start (the kinds every recorded log lists). Any other is
+    # waited for once its watch has reported, so a log recorded before the kind existed replays as it ran;
+    # until then a pod it owns is left alone (its workload is not observed), never evicted.
+    waited_from_start: bool = False
 
     @classmethod
-    def workload(cls, source: SourceKind, resource: Resource, rollable: Rollable = Rollable()) -> Kind:
+    def workload(
+        cls,
+        source: SourceKind,
+        resource: Resource,
+        rollable: Rollable = Rollable(),
+        *,
+        waited_from_start: bool = False,
+    ) -> Kind:
         """A workload kind the controller rolls: watched, trimmed, parsed, stored and rolled alike."""
         template = rollable.template
         trim: dict[str, Any] = {"metadata": {"labels": KEEP, "annotations": APPLIANCE_ANNOTATIONS}}
@@ -118,6 +129,7 @@ class Kind:
             store=("cluster", "workloads"),
             written_by=lambda namespace, name: rollout_key(namespace, resource.kind, name),
             rollable=rollable,
+            waited_from_start=waited_from_start,
         )
 
     @property
@@ -184,6 +196,7 @@ KINDS: tuple[Kind, ...] = (
         parse=ConsumerPod.from_k8s,
         store=("cluster", "pods"),
         written_by=evict_key,
+        waited_from_start=True,
     ),
     Kind(
         SourceKind.REPLICASETS,
@@ -192,16 +205,24 @@ KINDS: tuple[Kind, ...] = (
         Replans.ROLLOUTS,
         parse=ReplicaSetOwner.from_k8s,
         store=("cluster", "replicasets"),
+        waited_from_start=True,
     ),
     Kind.workload(
         SourceKind.DEPLOYMENTS,
         Resource("apps", "v1", "deployments", "Deployment", "namespace"),
         Rollable(through="ReplicaSet"),
+        waited_from_start=True,
     ),
     Kind.workload(
-        SourceKind.STATEFULSETS, Resource("apps", "v1", "statefulsets", "StatefulSet", "namespace")
+        SourceKind.STATEFULSETS,
+        Resource("apps", "v1", "statefulsets", "StatefulSet", "namespace"),
+        waited_from_start=True,
     ),
-    Kind.workload(SourceKind.DAEMONSETS, Resource("apps", "v1", "daemonsets", "DaemonSet", "namespace")),
+    Kind.workload(
+        SourceKind.DAEMONSETS,
+        Resource("apps", "v1", "daemonsets", "DaemonSet", "namespace"),
+        waited_from_start=True,
+    ),
     Kind(
         SourceKind.CATALOG_CONFIGMAP,
         Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
@@ -259,5 +280,15 @@ ROLLABLE_BY_NAME: Mapping[str, Kind] = {kind.name: kind for kind in ROLLABLE}
 OWN_PODS: frozenset[str] = frozenset(
     k.name for k in ROLLABLE if k.rollable is not None and not k.rollable.through
 )
-# The sources a consumer's rollout is planned from: planning waits until every one is known.
+# The sources a consumer's rollout is planned from: planning waits until every one is known
+# (``rollout_sources_known``).
 ROLLOUT_SOURCES: tuple[SourceKind, ...] = tuple(k.source for k in KINDS if k.replans is Replans.ROLLOUTS)
+_WAITED_FROM_START = frozenset(k.source for k in KINDS if k.waited_from_start)
+
+
+def rollout_sources_known(
+    reported: Callable[[SourceKind], bool], known: Callable[[SourceKind], bool]
+) -> bool:
+    """Whether every rollout source is known: those waited for from the start, and every other one whose
+    watch has ``reported`` (listed, not installed, failing or forbidden)."""
+    return all(known(s) for s in ROLLOUT_SOURCES if s in _WAITED_FROM_START or reported(s))
