@@ -28,6 +28,7 @@ from catalog_core.commands import (
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, SourceKind, SourceListed
 from catalog_core.fold import initial_state
+from catalog_core.kinds import ROLLABLE
 from catalog_core.plan import all_records, rendered_catalog
 from catalog_core.redact import inline_vault_key, redact_for_source, secret_vault_key
 from catalog_core.rules.agent_templates import applied_content
@@ -106,13 +107,9 @@ def render(
     world = SimulatedWorld()
     world.secrets = {raw.name_of(s): s for s in grouped.pop(SourceKind.SECRETS, [])}
     world.templates = {raw.name_of(t): dict(t) for t in grouped.get(SourceKind.AGENT_TEMPLATES, [])}
-    for source, kind in (
-        (SourceKind.DEPLOYMENTS, "Deployment"),
-        (SourceKind.STATEFULSETS, "StatefulSet"),
-        (SourceKind.DAEMONSETS, "DaemonSet"),
-    ):
-        for w in grouped.get(source, []):
-            world.workloads[f"{kind}/{raw.name_of(w)}"] = dict(w)
+    for kind in ROLLABLE:
+        for w in grouped.get(kind.source, []):
+            world.workloads[kind.key(raw.name_of(w))] = dict(w)
     world.healthy = _healthy_items(grouped, healthy)
     for row in model_info or []:
         rid = raw.string(row, "model_info", "id")

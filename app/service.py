@@ -30,7 +30,8 @@ from app.kube_client import k8s_client, load_api_client
 from app.leader import LeaderElector
 from app.library import ModelCatalog
 from app.settings import ServiceSettings
-from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import SourceKind
+from catalog_core.kinds import ROLLOUT_SOURCES
 from catalog_core.registry import CATALOG_KINDS
 
 if TYPE_CHECKING:

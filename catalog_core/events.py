@@ -68,13 +68,6 @@ CATALOG_SOURCES = (
     SourceKind.SECRETS,
     SourceKind.CATALOG_CONFIGMAP,
 )
-ROLLOUT_SOURCES = (
-    SourceKind.PODS,
-    SourceKind.REPLICASETS,
-    SourceKind.DEPLOYMENTS,
-    SourceKind.STATEFULSETS,
-    SourceKind.DAEMONSETS,
-)
 
 
 class Unavailability(StrEnum):

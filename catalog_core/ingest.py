@@ -6,16 +6,14 @@ so resyncs, relists and status-only updates cost no planning.
 
 from __future__ import annotations
 
-import functools
 import marshal
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from catalog_core import failing, raw, registry
+from catalog_core import failing, kinds, raw, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
-    BUILT_IN_KINDS,
     LiteLLMRowsObserved,
     LiteLLMUnreachable,
     ObjectDeleted,
@@ -30,27 +28,21 @@ from catalog_core.gates import Gate
 from catalog_core.keys import (
     RefKey,
     RefKind,
-    agent_template_key,
     catalog_key,
-    evict_key,
     is_litellm_key,
     litellm_id,
     litellm_key,
-    rollout_key,
     secret_ref,
 )
+from catalog_core.kinds import Replans
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason
-from catalog_core.sources.agent_template import AgentTemplateInfo
 from catalog_core.sources.catalog_configmap import ObservedCatalog, held_defaults
-from catalog_core.sources.consumers import ConsumerPod, ReplicaSetOwner, Workload
+from catalog_core.sources.consumers import ConsumerPod
 from catalog_core.sources.external import ExternalModelsDocument
-from catalog_core.sources.freetoken import ServicePort
 from catalog_core.sources.litellm_row import LiteLLMRow, whitelist_row
-from catalog_core.sources.secret import SecretInfo
 from catalog_core.spec import SourceSpec
 from catalog_core.state import (
-    STORE,
     CatalogState,
     Control,
     LiteLLMStatus,
@@ -62,50 +54,24 @@ from catalog_core.state import (
     mark_all,
 )
 
-_WORKLOAD_KIND = {
-    SourceKind.DEPLOYMENTS: "Deployment",
-    SourceKind.STATEFULSETS: "StatefulSet",
-    SourceKind.DAEMONSETS: "DaemonSet",
-}
-# What an object of each source is about, for re-planning: the items of a route source
-# (registry.BY_KIND), the claims that depend on it, or a flag.
-_DEPENDENTS_KIND = {
-    SourceKind.SERVICES: RefKind.SERVICE,
-    SourceKind.SECRETS: RefKind.SECRET,
-    SourceKind.MODEL_ACTIVATIONS: RefKind.ACTIVATION,
-}
-
-
-def _workload(kind: SourceKind, state: CatalogState, obj: Mapping[str, Any]) -> Workload | None:
-    return Workload.from_k8s(obj, _WORKLOAD_KIND[kind])
-
-
-# How an object of each map-shaped source that is not a route source becomes a typed value (every key of
-# STORE has one); a route source's parser is its spec's.
-_PARSE: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any]], Any]] = {
-    SourceKind.SERVICES: lambda state, obj: ServicePort.from_k8s(obj),
-    SourceKind.SECRETS: lambda state, obj: SecretInfo.from_k8s(obj),
-    SourceKind.AGENT_TEMPLATES: lambda state, obj: AgentTemplateInfo.from_k8s(obj),
-    SourceKind.PODS: lambda state, obj: ConsumerPod.from_k8s(obj),
-    SourceKind.REPLICASETS: lambda state, obj: ReplicaSetOwner.from_k8s(obj),
-    **{kind: functools.partial(_workload, kind) for kind in _WORKLOAD_KIND},
-}
-if set(_PARSE) != set(STORE):  # a map-shaped source must be both parsed and stored
-    raise RuntimeError(f"ingest: parsed {sorted(_PARSE)} but stored {sorted(STORE)}")
+# A route source's objects that the claims of other items read (a runtime reads its activation); every
+# other kind's reference is its declaration's (``Kind.dependents``).
+_DEPENDENTS_KIND = {SourceKind.MODEL_ACTIVATIONS: RefKind.ACTIVATION}
 
 
 def _parse(state: CatalogState, source: SourceKind, obj: Mapping[str, Any]) -> Any:
-    parse = _PARSE.get(source)
-    if parse is None:
-        spec_parse = registry.BY_KIND[source].parse
-        assert spec_parse is not None  # a document source never reaches here (_DOCUMENTS)
-        parse = spec_parse
-    return parse(state, obj)
+    kind = kinds.BY_SOURCE.get(source)
+    if kind is not None:
+        assert kind.parse is not None  # a document never reaches here (_DOCUMENTS)
+        return kind.parse(obj)
+    spec_parse = registry.BY_KIND[source].parse
+    assert spec_parse is not None  # a document source never reaches here (_DOCUMENTS)
+    return spec_parse(state, obj)
 
 
 def _key(source: SourceKind, name: str) -> str:
-    kind = _WORKLOAD_KIND.get(source)
-    return f"{kind}/{name}" if kind else name
+    kind = kinds.BY_SOURCE.get(source)
+    return kind.key(name) if kind is not None else name
 
 
 def _dependents(state: CatalogState, ref: str) -> frozenset[str]:
@@ -116,32 +82,23 @@ def _touched(state: CatalogState, source: SourceKind, name: str) -> tuple[Pendin
     """Mark what depends on the object ``name`` of ``source`` (not a route source's: ``_put_item``) for
     re-planning."""
     pending, control = state.pending, state.control
-    ns = state.config.namespace
-    ref_kind = _DEPENDENTS_KIND.get(source)
-    if ref_kind is not None:  # the claims that read this object (a route reads its Secret, its Service)
-        items = mark_all(pending.items, _dependents(state, RefKey(ref_kind, name).text))
+    kind = kinds.BY_SOURCE[source]
+    if kind.dependents is not None:  # the claims that read it (a route reads its Secret, its Service)
+        items = mark_all(pending.items, _dependents(state, RefKey(kind.dependents, name).text))
         pending = evolve(pending, items=items)
-    elif (key := _target_key(source, ns, name)) is not None:
-        pending = (
-            evolve(pending, templates=True)
-            if source is SourceKind.AGENT_TEMPLATES
-            else evolve(pending, rollouts=True)
-        )
-        control = failing.retry_now(control, key)
-    else:
+    elif kind.replans is Replans.TEMPLATES:
+        pending = evolve(pending, templates=True)
+    elif kind.replans is Replans.ROLLOUTS:
         pending = evolve(pending, rollouts=True)
+    if (key := _target_key(source, state.config.namespace, name)) is not None:
+        control = failing.retry_now(control, key)
     return pending, control
 
 
 def _target_key(source: SourceKind, namespace: str, name: str) -> str | None:
     """The key of the command that writes the object ``name`` of ``source`` (None: no command does)."""
-    if source is SourceKind.AGENT_TEMPLATES:
-        return agent_template_key(namespace, name)
-    if source is SourceKind.PODS:
-        return evict_key(namespace, name)
-    if source in _WORKLOAD_KIND:
-        return rollout_key(namespace, _WORKLOAD_KIND[source], name)
-    return None
+    kind = kinds.BY_SOURCE.get(source)
+    return kind.written_by(namespace, name) if kind is not None and kind.written_by is not None else None
 
 
 def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> CatalogState:
@@ -283,7 +240,7 @@ def _replace_all(
         seen.add(name)
         state = _put(state, source, name, _parse(state, source, obj))
     current = state.stored(source)
-    prefix = f"{_WORKLOAD_KIND[source]}/" if source in _WORKLOAD_KIND else ""
+    prefix = _key(source, "")
     for key in list(current):
         if prefix and not key.startswith(prefix):
             continue
@@ -367,18 +324,17 @@ def _catalog_document(state: CatalogState, obj: Mapping[str, Any] | None) -> Cat
 # the source's; the watch asks for that name alone), and how its content is observed (None: absent).
 DOCUMENT_NAMES: dict[SourceKind, Callable[[CatalogConfig], str]] = {
     SourceKind.EXTERNAL_MODELS: lambda config: config.external_models_configmap,
-    SourceKind.CATALOG_CONFIGMAP: lambda config: config.catalog_configmap,
+    **{kind.source: kind.document for kind in kinds.KINDS if kind.document is not None},
 }
 _OBSERVE_DOCUMENT: dict[SourceKind, Callable[[CatalogState, Mapping[str, Any] | None], CatalogState]] = {
     SourceKind.EXTERNAL_MODELS: _external,
     SourceKind.CATALOG_CONFIGMAP: _catalog_document,
 }
+if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES):
+    raise RuntimeError(
+        f"ingest: documents named {sorted(DOCUMENT_NAMES)}, observed {sorted(_OBSERVE_DOCUMENT)}"
+    )
 _DOCUMENTS = {kind: (DOCUMENT_NAMES[kind], _OBSERVE_DOCUMENT[kind]) for kind in DOCUMENT_NAMES}
-_BUILT_IN_ROUTE_KINDS = {kind for kind in registry.BY_KIND if kind in BUILT_IN_KINDS}
-_READ = set(STORE) | set(_DOCUMENTS) | _BUILT_IN_ROUTE_KINDS
-if set(_OBSERVE_DOCUMENT) != set(DOCUMENT_NAMES) or _READ != BUILT_IN_KINDS:
-    # every built-in source is a map of objects (STORE, _PARSE, or its spec) or one named document
-    raise RuntimeError(f"ingest: sources neither stored nor observed: {set(SourceKind) - set(STORE)}")
 
 
 def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogState:

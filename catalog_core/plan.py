@@ -32,7 +32,7 @@ from catalog_core.commands import (
     WriteCatalog,
 )
 from catalog_core.config import CatalogConfig
-from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import SourceKind
 from catalog_core.evolve import evolve
 from catalog_core.gates import Gate
 from catalog_core.jsonval import Json
@@ -54,6 +54,7 @@ from catalog_core.keys import (
     recovery_announcement,
     rollout_key,
 )
+from catalog_core.kinds import rollout_sources_known
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import CURRENT_ROUTE, KEEPS_LAST_GOOD, WRITE_RECOVERED, Reason, RouteState
 from catalog_core.rules import health as health_rules
@@ -823,7 +824,9 @@ def _rollouts(out: _Out) -> None:
         or not observed.ready
         or not observed.catalog_hash
         or observed.fingerprint != state.derived.desired_catalog_fingerprint
-        or not all(state.source(kind).known for kind in ROLLOUT_SOURCES)
+        or not rollout_sources_known(
+            lambda kind: state.sources.get(kind.value) is not None, lambda kind: state.source(kind).known
+        )
     ):
         return  # roll only onto a catalog that is written and current
     births = state.cluster.pod_birth

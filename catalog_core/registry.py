@@ -12,16 +12,17 @@ from collections.abc import Mapping
 
 import attrs
 
+from catalog_core import kinds
 from catalog_core.commands import ObjectRef
 from catalog_core.events import BUILT_IN_KINDS, CATALOG_SOURCES, SourceKind
 from catalog_core.keys import ItemKey
+from catalog_core.kinds import Resource
 from catalog_core.rules import candidates as claims
 from catalog_core.sources.activation import ModelActivation
 from catalog_core.sources.common import Problem
 from catalog_core.sources.freetoken import RUNTIME_MATCH, FreeTokenRuntime
 from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.spec import (
-    Resource,
     SourceSpec,
     deployment_target,
     runtime_deployments,
@@ -161,9 +162,14 @@ def check(specs: tuple[SourceSpec, ...]) -> None:
     sticky = [s.rank for s in specs if s.sticky_names]
     if sticky and max(sticky) >= min((s.rank for s in specs if not s.sticky_names), default=max(sticky) + 1):
         raise RuntimeError("registry: a source with sticky names must rank below every source without")
-    declared = set(SourceKind) - BUILT_IN_KINDS - {s.kind for s in specs}
+    both = {s.kind for s in specs} & set(kinds.BY_SOURCE)
+    if both:
+        raise RuntimeError(f"registry: kinds declared as a route source and in kinds.KINDS: {sorted(both)}")
+    declared = set(SourceKind) - {s.kind for s in specs} - set(kinds.BY_SOURCE)
     if declared:
-        raise RuntimeError(f"registry: source kinds declared without a spec: {sorted(declared)}")
+        raise RuntimeError(
+            f"registry: source kinds declared without a spec or a kinds.KINDS declaration: {sorted(declared)}"
+        )
 
 
 def install(specs: tuple[SourceSpec, ...]) -> None:
@@ -189,9 +195,10 @@ def spec_of(item: ItemKey | str) -> SourceSpec | None:
 
 
 def trim_spec(kind: SourceKind) -> TrimSpec:
-    """What of ``kind``'s objects the core may see: a route source's own trim spec, else ``trim.TRIM``'s."""
+    """What of ``kind``'s objects the core may see: a route source's own trim spec, else its declaration's
+    (``catalog_core/kinds.py``)."""
     spec = BY_KIND.get(kind)
-    return spec.trim if spec is not None else TRIM[kind]
+    return spec.trim if spec is not None else kinds.BY_SOURCE[kind].trim
 
 
 def claim(state: CatalogState, item: str) -> Candidate | None:

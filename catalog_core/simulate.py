@@ -41,6 +41,7 @@ from catalog_core.events import (
 )
 from catalog_core.evolve import evolve
 from catalog_core.fold import step
+from catalog_core.kinds import ROLLABLE_BY_NAME
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.sources.litellm_row import observed_row
@@ -184,25 +185,12 @@ class SimulatedWorld:
         if isinstance(command, RollWorkload):
             key = f"{command.kind}/{command.name}"
             workload = self.workloads.get(key)
-            if workload is None:
+            kind = ROLLABLE_BY_NAME.get(command.kind)
+            if workload is None or kind is None or kind.rollable is None:
                 return [evolve(done, outcome=Outcome.GONE)]
-            self.workloads[key] = apply_merge_patch(
-                workload,
-                {
-                    "spec": {
-                        "template": {
-                            "metadata": {
-                                "annotations": {"ai-appliance.io/catalog-hash": command.catalog_hash}
-                            }
-                        }
-                    }
-                },
-            )
+            self.workloads[key] = apply_merge_patch(workload, kind.rollable.patch(command.catalog_hash))
             self.writes.append(command)
-            source = {"Deployment": SourceKind.DEPLOYMENTS, "StatefulSet": SourceKind.STATEFULSETS}.get(
-                command.kind, SourceKind.DAEMONSETS
-            )
-            return [done, ObjectUpserted(source, _seen(source, self.workloads[key]))]
+            return [done, ObjectUpserted(kind.source, _seen(kind.source, self.workloads[key]))]
         if isinstance(command, EvictPod):
             self.evicted.append(command.name)
             self.writes.append(command)

@@ -1,4 +1,4 @@
-"""What a source is: the watched resource of every source, and the one declaration of a route source.
+"""What a route source is: its one declaration (the resource it watches is a ``kinds.Resource``).
 
 A route source (its items claim LiteLLM routes) is one ``SourceSpec``: what it watches, how a raw object
 becomes a typed value or a rejection, which fields of it the core may see, its item key, id family,
@@ -9,39 +9,18 @@ the planner, the adapters, ``render``, ``explain`` and the schemas read them fro
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from catalog_core.commands import ObjectRef
 from catalog_core.events import SourceKind
 from catalog_core.keys import ItemKey, item_text
+from catalog_core.kinds import Resource
 from catalog_core.sources.common import LabelMatch, Problem
 from catalog_core.state import Candidate, CatalogState
 from catalog_core.trim import Spec as TrimSpec
 from catalog_core.values import ID_PREFIX, Source, slug
-
-
-@attrs.frozen
-class Resource:
-    """The Kubernetes resource a source watches (pure data: the watch, ``render`` and RBAC read it)."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced_in: Literal["namespace", "appliance"]  # NAMESPACE or APPLIANCE_NAMESPACE
-    crd: bool = False
-    label: LabelMatch | None = None  # only objects with this label belong to the source
-
-    def holds(self, obj: Mapping[str, Any]) -> bool:
-        """Whether ``obj`` (of this resource's kind) belongs to the source."""
-        return self.label is None or self.label.matches(obj)
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
 
 Claim = Callable[[CatalogState, "SourceSpec", ItemKey], Candidate | None]
 WarningTarget = Callable[[CatalogState, ItemKey, str], ObjectRef | None]

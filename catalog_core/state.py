@@ -6,7 +6,7 @@ shares the rest, so folding one event costs the same at 100 or 10,000 models.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -18,6 +18,7 @@ from catalog_core.damping import Damping
 from catalog_core.events import SourceKind
 from catalog_core.evolve import evolve
 from catalog_core.jsonval import Json
+from catalog_core.kinds import KINDS
 from catalog_core.pmap import PMap, empty
 from catalog_core.reasons import Reason, RouteState
 from catalog_core.sources.agent_template import AgentTemplateInfo
@@ -469,14 +470,12 @@ for _cls, _names in _POSITIONAL_COPIES.items():
 
 
 # Where the typed objects of each map-shaped source that is not a route source are kept: (group
-# attribute, field of that group). A route source's are in ``Observed.stores``.
-STORE: dict[SourceKind, tuple[str, str]] = {
-    SourceKind.SERVICES: ("observed", "services"),
-    SourceKind.SECRETS: ("observed", "secrets"),
-    SourceKind.AGENT_TEMPLATES: ("cluster", "templates"),
-    SourceKind.PODS: ("cluster", "pods"),
-    SourceKind.REPLICASETS: ("cluster", "replicasets"),
-    SourceKind.DEPLOYMENTS: ("cluster", "workloads"),
-    SourceKind.STATEFULSETS: ("cluster", "workloads"),
-    SourceKind.DAEMONSETS: ("cluster", "workloads"),
-}
+# attribute, field of that group), as its declaration says (``catalog_core/kinds.py``). A route source's
+# are in ``Observed.stores``.
+STORE: Mapping[SourceKind, tuple[str, str]] = {k.source: k.store for k in KINDS if k.store is not None}
+for _kind, (_group, _field) in STORE.items():
+    _default = (
+        attrs.fields_dict(CatalogState)[_group].default if _group in attrs.fields_dict(CatalogState) else None
+    )
+    if _default is None or _field not in attrs.fields_dict(type(_default)):
+        raise RuntimeError(f"state: {_kind} is declared stored in {_group}.{_field}, which the state lacks")

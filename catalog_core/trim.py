@@ -45,11 +45,11 @@ class Each:
 
 Spec = Mapping[str, Any]
 
-_APPLIANCE_ANNOTATIONS = Prefixed(("ai-appliance.io/",))
+APPLIANCE_ANNOTATIONS = Prefixed(("ai-appliance.io/",))
 # The one annotation of a Secret the core reads: where a provider Secret's key may be sent (behaviour §1.5).
 # Its writers are whoever may edit the Secret, not the authors of the inputs that reference it.
 PROVIDER_SECRET_API_BASES: Final = "appliance.magicstick.dev/model-provider-api-bases"
-_META: Spec = {
+META: Spec = {
     "name": KEEP,
     "namespace": KEEP,
     "uid": KEEP,
@@ -57,20 +57,14 @@ _META: Spec = {
     "generation": KEEP,
     "deletionTimestamp": KEEP,
     "labels": KEEP,
-    "annotations": _APPLIANCE_ANNOTATIONS,
+    "annotations": APPLIANCE_ANNOTATIONS,
     "ownerReferences": Each(
         {"apiVersion": KEEP, "kind": KEEP, "name": KEEP, "uid": KEEP, "controller": KEEP}
     ),
 }
-_WORKLOAD: Spec = {
-    "metadata": _META,
-    # its pod template's labels: whether the workload is a consumer itself (behaviour §9.2)
-    "spec": {"template": {"metadata": {"labels": KEEP, "annotations": _APPLIANCE_ANNOTATIONS}}},
-}
-
 # A runtime Deployment (FreeToken's, or another runtime served the same way): its readiness and resources.
 RUNTIME_DEPLOYMENT: Final[Spec] = {
-    "metadata": _META,
+    "metadata": META,
     "spec": {"template": {"spec": {"containers": Each({"resources": {"limits": KEEP, "requests": KEEP}})}}},
     "status": {
         "observedGeneration": KEEP,
@@ -79,10 +73,11 @@ RUNTIME_DEPLOYMENT: Final[Spec] = {
     },
 }
 
-# The built-in sources; a route source declared elsewhere carries its own (its ``SourceSpec.trim``).
+# The route sources written in ``catalog_core/registry.py`` (a route source declared elsewhere carries its
+# own trim spec); every other kind's is its declaration's (``catalog_core/kinds.py``).
 TRIM: Final[Mapping[SourceKind, Spec]] = {
     SourceKind.KUBEAI_MODELS: {
-        "metadata": _META,
+        "metadata": META,
         "spec": {
             "features": KEEP,
             "args": KEEP,
@@ -94,40 +89,12 @@ TRIM: Final[Mapping[SourceKind, Spec]] = {
         },
         "status": {"replicas": {"all": KEEP, "ready": KEEP}},
     },
-    SourceKind.EXTERNAL_MODELS: {"metadata": _META, "data": {"models.json": KEEP}},
+    SourceKind.EXTERNAL_MODELS: {"metadata": META, "data": {"models.json": KEEP}},
     SourceKind.MODEL_ACTIVATIONS: {
-        "metadata": _META,
+        "metadata": META,
         "spec": {"type": KEEP, "engine": KEEP, "enabled": KEEP, "modelType": KEEP, "external": KEEP},
     },
     SourceKind.FREETOKEN_DEPLOYMENTS: RUNTIME_DEPLOYMENT,
-    SourceKind.SERVICES: {
-        "metadata": _META,
-        "spec": {"type": KEEP, "ports": Each({"name": KEEP, "port": KEEP})},
-    },
-    SourceKind.SECRETS: {
-        "metadata": {
-            "name": KEEP,
-            "namespace": KEEP,
-            "uid": KEEP,
-            "resourceVersion": KEEP,
-            "labels": KEEP,
-            # not the others: kubectl's last-applied-configuration holds a copy of the data
-            "annotations": Prefixed((PROVIDER_SECRET_API_BASES,)),
-        },
-        "type": KEEP,
-        "data": KEEP,
-        "stringData": KEEP,
-    },
-    SourceKind.AGENT_TEMPLATES: {
-        "metadata": _META,
-        "spec": {"config": {"model": KEEP, "small_model": KEEP, "provider": {"litellm": {"models": KEEP}}}},
-    },
-    SourceKind.PODS: {"metadata": _META},
-    SourceKind.REPLICASETS: {"metadata": _META},
-    SourceKind.DEPLOYMENTS: _WORKLOAD,
-    SourceKind.STATEFULSETS: _WORKLOAD,
-    SourceKind.DAEMONSETS: _WORKLOAD,
-    SourceKind.CATALOG_CONFIGMAP: {"metadata": _META, "data": KEEP},
 }
 
 

@@ -9,24 +9,13 @@ from catalog_core import raw, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
 from catalog_core.ingest import DOCUMENT_NAMES
-from catalog_core.spec import Resource
+from catalog_core.kinds import KINDS, Resource
 
 __all__ = ["RESOURCES", "Resource", "namespace_for", "sources_of"]
 
-# The built-in sources that are not route sources; a route source's resource is in its spec.
-_BUILT_IN: dict[SourceKind, Resource] = {
-    SourceKind.SERVICES: Resource("", "v1", "services", "Service", "namespace"),
-    SourceKind.SECRETS: Resource("", "v1", "secrets", "Secret", "namespace"),
-    SourceKind.AGENT_TEMPLATES: Resource(
-        "kubeopencode.io", "v1alpha1", "agenttemplates", "AgentTemplate", "namespace", crd=True
-    ),
-    SourceKind.PODS: Resource("", "v1", "pods", "Pod", "namespace"),
-    SourceKind.REPLICASETS: Resource("apps", "v1", "replicasets", "ReplicaSet", "namespace"),
-    SourceKind.DEPLOYMENTS: Resource("apps", "v1", "deployments", "Deployment", "namespace"),
-    SourceKind.STATEFULSETS: Resource("apps", "v1", "statefulsets", "StatefulSet", "namespace"),
-    SourceKind.DAEMONSETS: Resource("apps", "v1", "daemonsets", "DaemonSet", "namespace"),
-    SourceKind.CATALOG_CONFIGMAP: Resource("", "v1", "configmaps", "ConfigMap", "namespace"),
-}
+# The sources that are not route sources: each kind's declaration (catalog_core/kinds.py); a route
+# source's resource is in its spec.
+_BUILT_IN: dict[SourceKind, Resource] = {kind.source: kind.resource for kind in KINDS}
 
 
 class _Resources(Mapping[SourceKind, Resource]):

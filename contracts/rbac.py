@@ -4,7 +4,8 @@
 ``tests/adapters/kube/test_rbac.py`` grants exactly these to a ServiceAccount and runs every source and
 executor with it; ``tests/deploy/test_rbac_declaration.py`` checks that the Roles in ``deploy/`` grant
 exactly these and that the table of ``docs/rbac.md`` is this one. A verb an adapter starts using goes here
-first, or those tests fail.
+first, or those tests fail. The watch and the patch of each rollable workload kind are derived from its
+declaration (``catalog_core/kinds.py``).
 
 Namespaces and resource names are the settings that hold them (behaviour §10), resolved by the caller:
 ``NAMESPACE``, ``APPLIANCE_NAMESPACE`` and ``CATALOG_LEASE_NAMESPACE`` (the Lease's, ``NAMESPACE`` by
@@ -16,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import attrs
+
+from catalog_core import registry
+from catalog_core.kinds import ROLLABLE
 
 SERVICE_ACCOUNT = "ai-model-catalog-controller"  # the controller's, in NAMESPACE (deploy/serviceaccount.yaml)
 
@@ -57,6 +61,34 @@ ROLES: Mapping[str, RoleRef] = {
 
 _LIST_WATCH = ("list", "watch")
 _EVENTS = ("get", "create", "update")
+# Resources a route source watches: their grants are written below (one names every source it serves).
+_WATCHED_WITH_A_ROUTE_SOURCE = frozenset((s.resource.group, s.resource.plural) for s in registry.SPECS)
+
+
+def _rollable_watches() -> tuple[Grant, ...]:
+    """The watch of each rollable workload kind (catalog_core/kinds.py), one grant per kind."""
+    return tuple(
+        Grant(
+            f"`WatchSource` {kind.source}",
+            NAMESPACE,
+            kind.resource.group,
+            (kind.resource.plural,),
+            _LIST_WATCH,
+        )
+        for kind in ROLLABLE
+        if (kind.resource.group, kind.resource.plural) not in _WATCHED_WITH_A_ROUTE_SOURCE
+    )
+
+
+def _rollers() -> tuple[Grant, ...]:
+    """``WorkloadRoller``'s patch of every rollable workload kind, one grant per API group."""
+    plurals: dict[str, list[str]] = {}
+    for kind in ROLLABLE:
+        plurals.setdefault(kind.resource.group, []).append(kind.resource.plural)
+    return tuple(
+        Grant("`WorkloadRoller`", NAMESPACE, group, tuple(p), ("patch",)) for group, p in plurals.items()
+    )
+
 
 GRANTS: tuple[Grant, ...] = (
     Grant("`WatchSource` kubeai-models", NAMESPACE, "kubeai.org", ("models",), _LIST_WATCH),
@@ -72,8 +104,7 @@ GRANTS: tuple[Grant, ...] = (
         "`WatchSource` freetoken-deployments, deployments", NAMESPACE, "apps", ("deployments",), _LIST_WATCH
     ),
     Grant("`WatchSource` replicasets", NAMESPACE, "apps", ("replicasets",), _LIST_WATCH),
-    Grant("`WatchSource` statefulsets", NAMESPACE, "apps", ("statefulsets",), _LIST_WATCH),
-    Grant("`WatchSource` daemonsets", NAMESPACE, "apps", ("daemonsets",), _LIST_WATCH),
+    *_rollable_watches(),
     Grant("`WatchSource` services", NAMESPACE, "", ("services",), _LIST_WATCH),
     Grant("`WatchSource` pods", NAMESPACE, "", ("pods",), _LIST_WATCH),
     Grant("`WatchSource` agent-templates", NAMESPACE, "kubeopencode.io", ("agenttemplates",), _LIST_WATCH),
@@ -87,7 +118,7 @@ GRANTS: tuple[Grant, ...] = (
         ("create",),
     ),
     Grant("`AgentTemplatePatcher`", NAMESPACE, "kubeopencode.io", ("agenttemplates",), ("patch",)),
-    Grant("`WorkloadRoller`", NAMESPACE, "apps", ("deployments", "statefulsets", "daemonsets"), ("patch",)),
+    *_rollers(),
     Grant("`PodEvictor`", NAMESPACE, "", ("pods/eviction",), ("create",)),
     Grant("`EventRecorder`", NAMESPACE, "", ("events",), _EVENTS),
     Grant(

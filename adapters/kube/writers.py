@@ -40,6 +40,7 @@ from catalog_core.commands import (
     WriteCatalog,
 )
 from catalog_core.events import CommandCompleted, Event, ObjectUpserted, Outcome, SourceKind
+from catalog_core.kinds import ROLLABLE, ROLLABLE_BY_NAME
 from catalog_core.reasons import Reason
 from catalog_core.redact import redact_for_source
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, PREVIOUS_HASH_ANNOTATION
@@ -57,10 +58,7 @@ _CONFIGMAP = RESOURCES[SourceKind.CATALOG_CONFIGMAP]
 _AGENT_TEMPLATE = RESOURCES[SourceKind.AGENT_TEMPLATES]
 _POD = RESOURCES[SourceKind.PODS]
 _EVENT = Resource("", "v1", "events", "Event", "namespace")
-_WORKLOADS: dict[str, SourceKind] = {
-    RESOURCES[kind].kind: kind
-    for kind in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS)
-}
+_WORKLOADS: dict[str, SourceKind] = {kind.name: kind.source for kind in ROLLABLE}
 
 # Every (command kind, verb, resource) a writer below may be refused: its 403 counter exists from the start.
 WRITES: tuple[tuple[type[Command], str, Resource], ...] = (
@@ -363,11 +361,9 @@ class WorkloadRoller:
                 )
             ]
         resource = RESOURCES[source]
-        patch = {
-            "spec": {
-                "template": {"metadata": {"annotations": {CATALOG_HASH_ANNOTATION: command.catalog_hash}}}
-            }
-        }
+        rollable = ROLLABLE_BY_NAME[command.kind].rollable
+        assert rollable is not None  # ROLLABLE holds only rollable kinds
+        patch = rollable.patch(command.catalog_hash)
         path = object_path(resource, command.namespace, command.name)
         try:
             patched = await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)

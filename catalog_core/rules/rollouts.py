@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import attrs
 
+from catalog_core import kinds
+from catalog_core.events import SourceKind
 from catalog_core.evolve import evolve
 from catalog_core.gates import Gate
+from catalog_core.kinds import OWN_PODS, ROLLABLE_BY_NAME, THROUGH_KINDS
 from catalog_core.sources.consumers import ConsumerPod, Workload
 from catalog_core.state import CatalogState
 
 
 @attrs.frozen
 class RolloutTarget:
-    kind: str  # Deployment | StatefulSet | DaemonSet, or Pod for an ownerless pod (evicted)
+    kind: str  # a rollable kind (catalog_core/kinds.py), or Pod for an ownerless pod (evicted)
     name: str
     uid: str
     current_hash: str | None
@@ -66,17 +69,19 @@ def _owner(state: CatalogState, pod: ConsumerPod) -> Workload | str:
     kind, name = pod.owner_kind, pod.owner_name
     if kind is None or name is None:
         return _EVICT
-    if kind == "ReplicaSet":
+    if kind == _REPLICASET:
         rs = state.cluster.replicasets.get(name)
         if rs is None or not rs.uid or rs.uid != pod.owner_uid:
             return _LEAVE  # not observed yet, or not the ReplicaSet the pod names
         if rs.deployment is None:
             return _EVICT  # a bare ReplicaSet recreates the pod: evicting it is its rollout
-        return _verified(state, "Deployment", rs.deployment, rs.deployment_uid)
-    if kind in ("StatefulSet", "DaemonSet"):
+        return _verified(state, THROUGH_KINDS[_REPLICASET], rs.deployment, rs.deployment_uid)
+    if kind in OWN_PODS:
         return _verified(state, kind, name, pod.owner_uid)
-    if kind == "Deployment":
-        return _LEAVE  # a Deployment owns ReplicaSets, never a pod: only a forged reference says so
+    if kind in ROLLABLE_BY_NAME:
+        return (
+            _LEAVE  # it owns the kind between it and its pods, never a pod: only a forged reference says so
+        )
     return _EVICT  # a Job or another controller recreates it
 
 
@@ -87,7 +92,8 @@ def _verified(state: CatalogState, kind: str, name: str, uid: str) -> Workload |
     return workload
 
 
-_WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+# The kind between a Deployment and its pods: a pod's owner of this kind is followed to its Deployment.
+_REPLICASET = kinds.BY_SOURCE[SourceKind.REPLICASETS].name
 
 
 def _owner_by_name(state: CatalogState, pod: ConsumerPod) -> Workload | str:
@@ -96,8 +102,9 @@ def _owner_by_name(state: CatalogState, pod: ConsumerPod) -> Workload | str:
     kind, name = pod.owner_kind, pod.owner_name
     if kind == "ReplicaSet" and name is not None:
         rs = state.cluster.replicasets.get(name)
-        kind, name = ("Deployment", rs.deployment) if rs is not None and rs.deployment else (None, None)
-    if kind not in _WORKLOAD_KINDS:
+        deployment = THROUGH_KINDS[_REPLICASET]
+        kind, name = (deployment, rs.deployment) if rs is not None and rs.deployment else (None, None)
+    if kind not in ROLLABLE_BY_NAME:
         return _EVICT
     workload = state.cluster.workloads.get(f"{kind}/{name}") if name is not None else None
     return workload if workload is not None else _LEAVE  # its workload is not observed yet

@@ -11,8 +11,6 @@ from catalog_core import raw
 from catalog_core.catalog_files import CONSUMER_LABELS
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, CONSUMER_MARK
 
-ROLLABLE_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
-
 
 def is_consumer(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
     """behaviour §9: the consumer mark, or every label of an app that reads one of the catalog's files
@@ -107,9 +105,9 @@ class ReplicaSetOwner:
 
 @attrs.frozen
 class Workload:
-    """A Deployment, StatefulSet or DaemonSet: the catalog hash its pod template carries, and whether it is
-    a consumer itself (its pod template, or the workload, carries the consumer mark or a known app's
-    labels): only such a workload is ever rolled (behaviour §9.2)."""
+    """A workload of a rollable kind (``catalog_core/kinds.py``): the catalog hash its pod template carries,
+    and whether it is a consumer itself (its pod template, or the workload, carries the consumer mark or a
+    known app's labels): only such a workload is ever rolled (behaviour §9.2)."""
 
     kind: str
     name: str
@@ -118,13 +116,16 @@ class Workload:
     consumer: bool = False
 
     @classmethod
-    def from_k8s(cls, obj: Mapping[str, Any], kind: str) -> Workload | None:
+    def from_k8s(
+        cls, obj: Mapping[str, Any], kind: str, template: tuple[str, ...] = ("spec", "template")
+    ) -> Workload | None:
+        """``template``: where the workload's pod template is."""
         name = raw.name_of(obj)
         if not name:
             return None
-        annotations = raw.string_map(obj, "spec", "template", "metadata", "annotations")
+        annotations = raw.string_map(obj, *template, "metadata", "annotations")
         consumer = is_consumer(
-            raw.string_map(obj, "spec", "template", "metadata", "labels"), annotations
+            raw.string_map(obj, *template, "metadata", "labels"), annotations
         ) or is_consumer(
             raw.string_map(obj, "metadata", "labels"), raw.string_map(obj, "metadata", "annotations")
         )

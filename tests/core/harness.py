@@ -18,6 +18,7 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.fold import initial_state, step
+from catalog_core.kinds import ROLLABLE
 from catalog_core.plan import all_records, next_deadline
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
@@ -25,6 +26,8 @@ from catalog_core.simulate import SimulatedWorld, converge, settling_probe_at
 from catalog_core.state import CatalogState
 from contracts.kinds import sources_of
 from tests.core.builders import catalog_configmap
+
+_ROLLED = {kind.source for kind in ROLLABLE}  # the workloads the simulated world holds and rolls
 
 
 class Cluster:
@@ -65,7 +68,7 @@ class Cluster:
                 self.world.catalog = obj  # a catalog given (not the placeholder): it is there until rewritten
             if SourceKind.AGENT_TEMPLATES in sources:
                 self.world.templates[obj["metadata"]["name"]] = obj
-            if {SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS} & set(sources):
+            if _ROLLED & set(sources):
                 self.world.workloads[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
         for r in rows or []:
             self.world.rows[r["model_info"]["id"]] = r
@@ -83,7 +86,7 @@ class Cluster:
                 self.world.secrets[name] = red
             elif source is SourceKind.AGENT_TEMPLATES:
                 self.world.templates[name] = obj
-            elif source in (SourceKind.DEPLOYMENTS, SourceKind.STATEFULSETS, SourceKind.DAEMONSETS):
+            elif source in _ROLLED:
                 self.world.workloads[f"{obj['kind']}/{name}"] = obj
             events.append(ObjectUpserted(source, red))
         return events

@@ -15,10 +15,11 @@ import pytest
 from catalog_core import commands as cmd
 from catalog_core import ingest, registry
 from catalog_core.config import CatalogConfig
-from catalog_core.events import ROLLOUT_SOURCES, SourceKind
+from catalog_core.events import SourceKind
 from catalog_core.fold import initial_state
 from catalog_core.jsonval import Json
 from catalog_core.keys import CommandKey, CommandKind, ItemKey, RefKey, RefKind
+from catalog_core.kinds import ROLLOUT_SOURCES
 from catalog_core.plan import mark_key
 from catalog_core.spec import SourceSpec
 from catalog_core.state import STORE
