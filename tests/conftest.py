@@ -46,8 +46,33 @@ def pytest_report_header() -> str:
     return f"clocks: monotonic starts at {CLOCK.start:g} s ({shifted}; {clock.ENV})"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under the "explore" profile, give every Hypothesis test EXPLORE_SCALE times its examples."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--peers",
+        choices=("all", "none", "only"),
+        default="all",
+        help="run every test (all), only the tests that need no real peer (none), or only those on one "
+        "(only: the kube-apiserver, LiteLLM or the fault suite's own API server). `just test` runs the "
+        "two halves at once, so the peers' starts and waits overlap the others' work",
+    )
+
+
+def uses_a_peer(item: pytest.Item) -> bool:
+    # the fixture modules import this one (skip_or_fail), so they are read once it is loaded
+    from tests.fixtures.litellm_peer import needs_kube, peers_needed
+
+    return bool(peers_needed(item)) or needs_kube(item) or item.get_closest_marker("faults") is not None
+
+
+@pytest.hookimpl(tryfirst=True)  # before the peer plugins decide what to start from the items
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the half of the suite ``--peers`` asks for; under the "explore" profile, give every Hypothesis
+    test EXPLORE_SCALE times its examples."""
+    half = config.getoption("peers")
+    if half != "all":
+        keep = [item for item in items if uses_a_peer(item) == (half == "only")]
+        config.hook.pytest_deselected(items=[item for item in items if uses_a_peer(item) != (half == "only")])
+        items[:] = keep
     if PROFILE != "explore":
         return
     for item in items:
