@@ -49,29 +49,39 @@ def pytest_report_header() -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--peers",
-        choices=("all", "none", "only"),
+        choices=HALVES,
         default="all",
-        help="run every test (all), only the tests that need no real peer (none), or only those on one "
-        "(only: the kube-apiserver, LiteLLM or the fault suite's own API server). `just test` runs the "
-        "two halves at once, so the peers' starts and waits overlap the others' work",
+        help="run every test (all), only the tests that need no real peer (none), those on the "
+        "kube-apiserver without LiteLLM (kube: the fault suite's own API server included), those on a "
+        "real LiteLLM (litellm), or both of the last two (only). `just test` runs none, kube and litellm "
+        "at once, each with its own peers, so their starts and waits overlap",
     )
 
 
-def uses_a_peer(item: pytest.Item) -> bool:
+HALVES = ("all", "none", "kube", "litellm", "only")
+
+
+def part_of(item: pytest.Item) -> str:
+    """Which part of the suite a test is in: none, kube or litellm (see ``--peers``)."""
     # the fixture modules import this one (skip_or_fail), so they are read once it is loaded
     from tests.fixtures.litellm_peer import needs_kube, peers_needed
 
-    return bool(peers_needed(item)) or needs_kube(item) or item.get_closest_marker("faults") is not None
+    if peers_needed(item):
+        return "litellm"
+    if needs_kube(item) or item.get_closest_marker("faults") is not None:
+        return "kube"
+    return "none"
 
 
 @pytest.hookimpl(tryfirst=True)  # before the peer plugins decide what to start from the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the half of the suite ``--peers`` asks for; under the "explore" profile, give every Hypothesis
+    """Keep the part of the suite ``--peers`` asks for; under the "explore" profile, give every Hypothesis
     test EXPLORE_SCALE times its examples."""
-    half = config.getoption("peers")
-    if half != "all":
-        keep = [item for item in items if uses_a_peer(item) == (half == "only")]
-        config.hook.pytest_deselected(items=[item for item in items if uses_a_peer(item) != (half == "only")])
+    wanted = config.getoption("peers")
+    if wanted != "all":
+        parts = {"only": ("kube", "litellm")}.get(wanted, (wanted,))
+        keep = [item for item in items if part_of(item) in parts]
+        config.hook.pytest_deselected(items=[item for item in items if part_of(item) not in parts])
         items[:] = keep
     if PROFILE != "explore":
         return
