@@ -41,6 +41,9 @@ def model_doc(i: int, namespace: str, ctx: int = 8192) -> dict[str, Any]:
         },
         "spec": {
             "features": ["TextGeneration"] if i % 7 else ["TextEmbedding"],
+            # one replica kept running: published only while ready, so readiness changes are what P1 and
+            # P4 measure (a Model that scales from zero is published whatever its readiness)
+            "minReplicas": 1,
             "engine": "VLLM",
             "url": f"hf://bench/model-{i}",
             "resourceProfile": "nvidia-gpu-l4:1",
