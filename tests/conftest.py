@@ -63,7 +63,7 @@ HALVES = ("all", "none", "kube", "litellm", "only")
 
 def part_of(item: pytest.Item) -> str:
     """Which part of the suite a test is in: none, kube or litellm (see ``--peers``)."""
-    # the fixture modules import this one (skip_or_fail), so they are read once it is loaded
+    # imported here, not at the top: the fixture modules are loaded as plugins after this module
     from tests.fixtures.litellm_peer import needs_kube, peers_needed
 
     if peers_needed(item):
@@ -93,24 +93,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
                 own, max_examples=own.max_examples * EXPLORE_SCALE
             )
-
-
-REQUIRE_PEERS = os.environ.get("MODEL_CATALOG_REQUIRE_PEERS") == "1"
-
-
-def skip_or_fail(reason: str) -> None:
-    """Without a peer, skip with a one-line reason — but in CI (MODEL_CATALOG_REQUIRE_PEERS=1) fail."""
-    if REQUIRE_PEERS:
-        pytest.fail(f"required peer unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-REQUIRE_TOOLS = os.environ.get("MODEL_CATALOG_REQUIRE_TOOLS") == "1"
-
-
-def skip_or_fail_tool(reason: str) -> None:
-    """Without a test tool (promtool), skip with a one-line reason — but in CI (MODEL_CATALOG_REQUIRE_TOOLS=1)
-    fail: the rule tests must run there."""
-    if REQUIRE_TOOLS:
-        pytest.fail(f"required test tool unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)

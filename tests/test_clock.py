@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -11,6 +13,7 @@ import pytest
 
 from tests import clock
 from tests.conftest import CLOCK
+from tests.fixtures.shared import REPO
 
 SESSION_BEGAN = time.time() - (time.monotonic() - (CLOCK.start or 0.0))
 
@@ -65,3 +68,18 @@ def test_a_clock_already_below_the_start_is_not_moved(own_shift: None) -> None:
     real = time.monotonic
     shift = clock.start_clocks_at(real() + 1000.0)
     assert shift.offsets["monotonic"] == 0 and time.monotonic is real
+
+
+def test_the_bench_and_the_fixtures_leave_a_process_clock_as_the_machine_keeps_it() -> None:
+    # The bench's driver imports the fixtures and compares its clock with its workers' (P1): only the
+    # test session shifts clocks, never an import.
+    probe = (
+        "import time; real = time.monotonic; "
+        "import bench.run, bench.scenarios, bench.peers, bench.fake_server, "
+        "tests.fixtures.kube_peer, tests.fixtures.litellm_peer, tests.unavailable; "
+        "assert time.monotonic is real, 'an import shifted time.monotonic'"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], check=False, capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

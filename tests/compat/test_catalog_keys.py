@@ -18,9 +18,9 @@ from app.placeholder import placeholder_yaml
 from catalog_core.catalog_files import KEYS
 from catalog_core.config import CatalogConfig
 from tests.compat import contract as c
-from tests.conftest import skip_or_fail
 from tests.core import builders as b
 from tests.core.harness import Cluster
+from tests.unavailable import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import skip_or_fail
 from tests.faults.peers import OwnKubePeer
+from tests.unavailable import skip_or_fail
 
 FIXTURE = "appliance_peer"
 _AUDIT_DIR = Path(tempfile.mkdtemp(prefix="model-catalog-deploy-audit-"))

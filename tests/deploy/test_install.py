@@ -23,7 +23,6 @@ import yaml
 
 from catalog_core.config import CatalogConfig
 from catalog_core.rules.render import bootstrap_data
-from tests.conftest import skip_or_fail
 from tests.deploy.appliance import (
     CATALOG,
     EXTERNAL,
@@ -35,6 +34,7 @@ from tests.deploy.appliance import (
 )
 from tests.e2e.harness import REPO, wait_for
 from tests.faults.peers import OwnKubePeer, ServedFake
+from tests.unavailable import skip_or_fail
 
 INSTALL = "### In a cluster"
 UPGRADE = "**Upgrade**"

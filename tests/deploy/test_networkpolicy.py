@@ -18,7 +18,7 @@ import yaml
 
 from catalog_core.sources.common import RUNTIME_LABEL
 from catalog_core.sources.freetoken import FREETOKEN
-from tests.conftest import skip_or_fail
+from tests.unavailable import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "controller"

@@ -20,11 +20,11 @@ import attrs
 import pytest
 import yaml
 
-from tests.conftest import skip_or_fail
 from tests.faults import results
 from tests.faults.kube import Admin, ApiError
 from tests.faults.peers import OtlpSink, OwnKubePeer
 from tests.fixtures.kube_peer import CRD_DIR
+from tests.unavailable import skip_or_fail
 
 FULL = os.environ.get("MODEL_CATALOG_FAULTS") == "full"
 _PEER = OwnKubePeer()

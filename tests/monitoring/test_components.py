@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import skip_or_fail
 from tests.monitoring.names import DASHBOARD, dashboard, dashboard_exprs
+from tests.unavailable import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATED = REPO / "examples" / "overlays" / "operated"

@@ -32,8 +32,8 @@ from catalog_core.registry import route_id
 from catalog_core.values import Source
 from tests.adapters.litellm.conftest import Peer, new_prefix
 from tests.adapters.litellm.harness import Harness
-from tests.conftest import skip_or_fail
 from tests.fixtures.litellm_peer import AMBIENT_CANARIES, LiteLLMPeer
+from tests.unavailable import skip_or_fail
 
 pytestmark = [pytest.mark.anyio, pytest.mark.litellm]
 
