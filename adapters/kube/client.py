@@ -131,6 +131,10 @@ class KubeClient:
         )
         return await self._http.send(request, stream=True)
 
+    @property
+    def closed(self) -> bool:
+        return self._http.is_closed
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

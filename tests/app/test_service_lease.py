@@ -115,4 +115,4 @@ async def test_the_lease_renews_while_the_shared_connection_pool_is_exhausted(
 
     # No client outlives the service: both sessions (and their pools) are closed.
     assert len(made) == 2
-    assert all(c.rest_client.pool_manager.closed for c in made)
+    assert all(c.closed for c in made)
