@@ -24,9 +24,10 @@ exception as its ``__cause__``; the catalog is then stopped, and ``restart()`` s
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
-import copy
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -37,9 +38,10 @@ from typing import Any, Self, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from adapters.kube.client import KubeClient, access_from_configuration
 from adapters.kube.master_key import DEFAULT_TIMEOUT as MASTER_KEY_TIMEOUT
 from app.http import Handler, ProbeServer, Request
-from app.kube_client import identified, k8s_client, k8s_config
+from app.kube_client import ClusterAccess, load_access
 from app.leader import LeaderElector, LeaseConfig
 from app.library import CatalogView, ModelCatalog, read_litellm_master_key
 from catalog_core.config import CatalogConfig
@@ -117,6 +119,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
         self.probe_port: int | None = None
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._run_future: concurrent.futures.Future[None] | None = None
         self._catalog: ModelCatalog | None = None
         self._stop: anyio.Event | None = None
@@ -173,7 +176,19 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
                     pass
         finally:
             portal_cm.__exit__(None, None, None)  # stops the portal and joins its thread
+            self._join_workers()
         self._raise_if_failed(future, once=True)
+
+    def _join_workers(self) -> None:
+        """Join the worker threads of the catalog's loop (anyio's, for the redaction of secret-holding
+        objects): told to stop when the loop ended, they are gone when ``close()`` returns, as the host
+        expects of every thread the catalog made."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and getattr(thread, "loop", None) is loop:
+                thread.join(self._call_timeout)
 
     def __enter__(self) -> Self:
         return self.start() if self._portal is None else self
@@ -239,8 +254,9 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
 
     # --- the catalog's thread
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        configuration = await self._load_configuration()
-        async with identified(k8s_client.ApiClient(configuration)) as api_client:
+        self._loop = asyncio.get_running_loop()  # the portal runs the asyncio backend
+        access = await self._load_access()
+        async with KubeClient(access) as api_client:
             key = self._key
             if key is None:
                 key = await read_litellm_master_key(api_client, self._config, timeout=self._key_timeout)
@@ -257,7 +273,7 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
             async with anyio.create_task_group() as tg:
                 await tg.start(catalog.run)
                 if self._lease is not None:
-                    tg.start_soon(self._elect, configuration, catalog, self._lease)
+                    tg.start_soon(self._elect, access, catalog, self._lease)
                 if self._probes is not None:
                     server = ProbeServer(*self._probes, probe_routes(catalog))
                     self.probe_port = await tg.start(server.run)
@@ -269,25 +285,16 @@ class BlockingModelCatalog(AbstractContextManager["BlockingModelCatalog"]):
                         await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
 
-    async def _load_configuration(self) -> Any:
+    async def _load_access(self) -> ClusterAccess:
         if self._kube_configuration is not None:
-            return self._kube_configuration
-        configuration = k8s_client.Configuration()
-        if self._kubeconfig:
-            if not Path(self._kubeconfig).is_file():  # the client would only say the file lacks a context
-                raise FileNotFoundError(f"no kubeconfig file at {self._kubeconfig}")
-            await k8s_config.load_kube_config(
-                config_file=self._kubeconfig, client_configuration=configuration
-            )
-        else:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return configuration
+            return access_from_configuration(self._kube_configuration)
+        if self._kubeconfig and not Path(self._kubeconfig).is_file():
+            raise FileNotFoundError(f"no kubeconfig file at {self._kubeconfig}")
+        return await load_access(self._kubeconfig or "")
 
     @staticmethod
-    async def _elect(configuration: Any, catalog: ModelCatalog, lease: LeaseConfig) -> None:
-        lease_configuration = copy.deepcopy(configuration)
-        lease_configuration.connection_pool_maxsize = LEASE_CONNECTIONS
-        async with identified(k8s_client.ApiClient(lease_configuration)) as lease_client:
+    async def _elect(access: ClusterAccess, catalog: ModelCatalog, lease: LeaseConfig) -> None:
+        async with KubeClient(access, connections=LEASE_CONNECTIONS) as lease_client:
             await LeaderElector(lease_client, lease, catalog.set_leading).run()
 
     # --- plumbing

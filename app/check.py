@@ -471,7 +471,7 @@ async def _main(config: CatalogConfig, options: Options, env: Mapping[str, str])
         master_key=env.get("LITELLM_MASTER_KEY") or None,
     )
     async with client:
-        server = str(client.configuration.host)
+        server = client.server
         api = KubeApi(client, request_timeout=REQUEST_TIMEOUT_SECONDS)
         if identity:
             as_client, _ = await load_cli_client(
@@ -480,8 +480,8 @@ async def _main(config: CatalogConfig, options: Options, env: Mapping[str, str])
                 context=options.context,
                 connections=REVIEWS_AT_ONCE,
                 service_account=mounted,
+                headers={"Impersonate-User": identity},
             )
-            as_client.set_default_header("Impersonate-User", identity)
         else:
             as_client = None
         try:
@@ -491,7 +491,7 @@ async def _main(config: CatalogConfig, options: Options, env: Mapping[str, str])
             findings = await run_checks(api, api_as, settings, server)
         finally:
             if as_client is not None:
-                await as_client.close()
+                await as_client.aclose()
     show(findings, out, as_json=options.as_json)
     return int(worst(findings))
 

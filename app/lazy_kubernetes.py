@@ -3,9 +3,9 @@
 ``import kubernetes_asyncio.client`` runs a generated ``__init__`` that imports every API class and all
 ~770 model classes (about 870 modules, 19-21 MiB of RSS and a few hundred milliseconds of start, issue
 15), and its own package ``__init__`` adds the dynamic client, ``stream``, ``utils`` and ``watch``. The
-controller needs a handful of them: ``ApiClient``, ``Configuration``, ``ApiException``, the kubeconfig
-loaders and, for the Lease, ``CoordinationV1Api`` with three models. Every other request goes through
-``ApiClient.call_api`` with ``_preload_content=False`` (plain dicts, ``adapters/kube/api.py``).
+controller sends its requests with httpx (``adapters/kube/client.py``) and loads kubernetes-asyncio only to
+read a kubeconfig whose user authenticates through a program or a provider (``app/kube_client.py``): then
+it needs ``Configuration`` and the kubeconfig loaders, which import ``ApiClient``, not the ~770 models.
 
 :func:`defer_generated_client` puts lazy stand-ins for those four package modules in ``sys.modules``
 before anything imports them. Each stand-in is the real package (same spec, ``__path__``, ``__file__``)

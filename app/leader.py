@@ -19,13 +19,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import attrs
 
-from adapters.identity import FIELD_MANAGER
-from app.kube_client import ApiException
-from app.kube_client import k8s_client as client
+from adapters.kube.api import KubeApi, KubeError
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 log = logging.getLogger("model_catalog.leader")
 
@@ -48,8 +49,22 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _micro_time_text(value: dt.datetime) -> str:
+    """A ``MicroTime`` as the API writes one: RFC 3339 in UTC with microseconds."""
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _spec(lease: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = lease.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _holder(lease: Mapping[str, Any]) -> str:
+    return str(_spec(lease).get("holderIdentity") or "")
+
+
 def _micro_time(value: Any) -> dt.datetime | None:
-    """A Lease's ``renewTime`` as the API sends it (RFC 3339, microseconds), as the typed client reads it."""
+    """A Lease's ``renewTime`` as the API sends it (RFC 3339, microseconds)."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -61,7 +76,7 @@ def _micro_time(value: Any) -> dt.datetime | None:
 class LeaderElector:
     def __init__(
         self,
-        api_client: client.ApiClient,
+        api_client: Any,
         config: LeaseConfig,
         on_change: OnChange,
         clock: Callable[[], float] = time.monotonic,
@@ -72,13 +87,17 @@ class LeaderElector:
         # What the holder writes on the Lease with each renewal (the health report model-catalog status
         # reads); other annotations on the Lease are kept.
         self._annotations = annotations
-        self._api = client.CoordinationV1Api(api_client)
+        # ``api_client``: a KubeClient of its own (so no number of watches or writes can starve the
+        # renewal), or a host's kubernetes-asyncio ApiClient
+        self._api = KubeApi(api_client, request_timeout=config.request_timeout)
+        self._collection = LEASES.format(namespace=quote(config.namespace, safe=""))
+        self._path = f"{self._collection}/{quote(config.name, safe='')}"
         self._config = config
         self._on_change = on_change
         self.leading = False
         self._observed: tuple[str, dt.datetime | None] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
-        self._held: Any | None = None  # the Lease as our last successful write returned it
+        self._held: dict[str, Any] | None = None  # the Lease as our last successful write returned it
         self._watched = False  # a watch of the Lease feeds ``observe``
 
     def observe(self, lease: Mapping[str, Any]) -> None:
@@ -119,37 +138,50 @@ class LeaderElector:
             )
             await self._on_change(leading)
 
-    async def _read(self) -> Any | None:
+    async def _read(self) -> dict[str, Any] | None:
         try:
-            return await self._api.read_namespaced_lease(
-                self._config.name, self._config.namespace, _request_timeout=self._config.request_timeout
-            )
-        except ApiException as exc:
+            return await self._api.request("GET", self._path)
+        except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def _body(self, lease: Any | None, acquire: bool) -> Any:
-        now = _now()
-        spec = client.V1LeaseSpec(
-            holder_identity=self._config.identity,
-            lease_duration_seconds=max(1, round(self._config.duration)),
-            renew_time=now,
-            acquire_time=now if acquire or lease is None else lease.spec.acquire_time,
-            lease_transitions=((lease.spec.lease_transitions or 0) + (1 if acquire else 0))
+    async def _create(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._api.request("POST", self._collection, body=lease)
+
+    async def _replace(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._api.request("PUT", self._path, body=lease)
+
+    def _body(self, lease: Mapping[str, Any] | None, acquire: bool) -> dict[str, Any]:
+        now = _micro_time_text(_now())
+        old = _spec(lease) if lease is not None else {}
+        spec: dict[str, Any] = {
+            "holderIdentity": self._config.identity,
+            "leaseDurationSeconds": max(1, round(self._config.duration)),
+            "renewTime": now,
+            "acquireTime": now if acquire or lease is None else old.get("acquireTime"),
+            "leaseTransitions": (int(old.get("leaseTransitions") or 0) + (1 if acquire else 0))
             if lease is not None
             else 0,
-        )
-        meta = client.V1ObjectMeta(name=self._config.name, namespace=self._config.namespace)
+        }
+        meta: dict[str, Any] = {"name": self._config.name, "namespace": self._config.namespace}
         annotations: dict[str, str] = {}
         if lease is not None:
-            meta.resource_version = lease.metadata.resource_version
-            annotations.update(lease.metadata.annotations or {})
+            old_meta = lease.get("metadata")
+            old_meta = old_meta if isinstance(old_meta, Mapping) else {}
+            meta["resourceVersion"] = old_meta.get("resourceVersion")
+            old_annotations = old_meta.get("annotations")
+            annotations.update(old_annotations if isinstance(old_annotations, Mapping) else {})
         if self._annotations is not None:
             annotations.update(self._report())
         if annotations:
-            meta.annotations = annotations
-        return client.V1Lease(metadata=meta, spec=spec)
+            meta["annotations"] = annotations
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": {k: v for k, v in spec.items() if v is not None},
+        }
 
     def _report(self) -> Mapping[str, str]:
         assert self._annotations is not None
@@ -170,31 +202,18 @@ class LeaderElector:
         try:
             lease = await self._read()
             if lease is None:
-                self._held = await self._api.create_namespaced_lease(
-                    self._config.namespace,
-                    self._body(None, True),
-                    field_manager=FIELD_MANAGER,
-                    _request_timeout=self._config.request_timeout,
-                )
+                self._held = await self._create(self._body(None, True))
                 await self._set(True)
                 return
-            holder = lease.spec.holder_identity or ""
-            self._saw(holder, lease.spec.renew_time)
+            holder = _holder(lease)
+            self._saw(holder, _micro_time(_spec(lease).get("renewTime")))
             if holder and holder != self._config.identity and not self._expired():
                 return
-            self._held = await self._api.replace_namespaced_lease(
-                self._config.name,
-                self._config.namespace,
-                self._body(lease, holder != self._config.identity),
-                field_manager=FIELD_MANAGER,
-                _request_timeout=self._config.request_timeout,
-            )
+            self._held = await self._replace(self._body(lease, holder != self._config.identity))
             await self._set(True)
-        except ApiException as exc:
+        except KubeError as exc:
             if exc.status not in (409, 404):
                 log.warning("lease: %s", exc.reason, extra={"status": exc.status})
-        except (OSError, TimeoutError) as exc:
-            log.warning("lease: %s", type(exc).__name__)
 
     async def _renew_or_step_down(self) -> None:
         deadline = self._clock() + self._config.renew_deadline
@@ -205,22 +224,14 @@ class LeaderElector:
             try:
                 if lease is None:
                     lease = await self._read()
-                if lease is None or (lease.spec.holder_identity or "") != self._config.identity:
+                if lease is None or _holder(lease) != self._config.identity:
                     break  # someone else holds it now
-                self._held = await self._api.replace_namespaced_lease(
-                    self._config.name,
-                    self._config.namespace,
-                    self._body(lease, False),
-                    field_manager=FIELD_MANAGER,
-                    _request_timeout=self._config.request_timeout,
-                )
+                self._held = await self._replace(self._body(lease, False))
                 return
-            except ApiException as exc:
+            except KubeError as exc:
                 if exc.status == 409:
                     continue  # raced with ourselves or someone else: read again
                 log.warning("lease renewal: %s", exc.reason, extra={"status": exc.status})
-            except (OSError, TimeoutError) as exc:
-                log.warning("lease renewal: %s", type(exc).__name__)
             await anyio.sleep(min(self._config.retry_period, max(0.0, deadline - self._clock())))
         await self._set(False)
 
@@ -228,17 +239,12 @@ class LeaderElector:
         self._held = None
         try:
             lease = await self._read()
-            if lease is None or (lease.spec.holder_identity or "") != self._config.identity:
+            if lease is None or _holder(lease) != self._config.identity:
                 return
-            lease.spec.holder_identity = ""
-            lease.spec.renew_time = _now() - dt.timedelta(seconds=self._config.duration + 1)
-            await self._api.replace_namespaced_lease(
-                self._config.name,
-                self._config.namespace,
-                lease,
-                field_manager=FIELD_MANAGER,
-                _request_timeout=self._config.request_timeout,
-            )
+            spec = dict(_spec(lease))
+            spec["holderIdentity"] = ""
+            spec["renewTime"] = _micro_time_text(_now() - dt.timedelta(seconds=self._config.duration + 1))
+            await self._replace({**lease, "spec": spec})
             log.info("lease released", extra={"identity": self._config.identity})
-        except (ApiException, OSError, TimeoutError) as exc:
-            log.warning("lease release failed: %s", type(exc).__name__)
+        except KubeError as exc:
+            log.warning("lease release failed: %s", exc.reason)

@@ -11,8 +11,10 @@ The Magic Stick Operator embeds it like this (see ARCHITECTURE.md, "Embedding"):
         async for view in catalog.changes():
             ...  # view.catalog (ConfigMap data), view.routes (routes.json records)
 
-The host passes its own kubernetes-asyncio ``ApiClient`` (and keeps owning it);
-sources it already watches are fed as objects instead of watched twice.
+The host passes its own kubernetes-asyncio ``ApiClient`` (and keeps owning it): the catalog sends its
+requests with httpx, to the server, with the TLS files, token (refreshed as the ``ApiClient`` refreshes
+it) and default headers of that client's configuration (``adapters/kube/client.py``). Sources it already
+watches are fed as objects instead of watched twice.
 Cancelling the host's task group stops the catalog.
 """
 
@@ -87,8 +89,8 @@ async def read_litellm_master_key(
 ) -> str:
     """The LiteLLM master key from the Secret LiteLLM uses (``config.litellm_master_key_secret``, key
     ``LITELLM_MASTER_KEY``, in LiteLLM's namespace ``config.namespace``), read with the host's
-    kubernetes-asyncio ``ApiClient``. Raises ``MasterKeyError`` (what to fix, never the value) when it is
-    not readable within ``timeout`` seconds."""
+    kubernetes-asyncio ``ApiClient`` (or a ``KubeClient``). Raises ``MasterKeyError`` (what to fix,
+    never the value) when it is not readable within ``timeout`` seconds."""
     return await read_master_key(
         KubeApi(api_client), config.namespace, config.litellm_master_key_secret, timeout=timeout
     )

@@ -26,7 +26,7 @@ from adapters.telemetry import Telemetry
 from app.catalog_size import CatalogSize
 from app.health import HealthReport
 from app.http import ProbeServer, Request, debug_allowed
-from app.kube_client import k8s_client, load_api_client
+from app.kube_client import KubeClient, load_api_client
 from app.leader import LeaderElector
 from app.library import ModelCatalog
 from app.settings import ServiceSettings
@@ -57,8 +57,8 @@ class Service:
     def __init__(
         self,
         settings: ServiceSettings,
-        api_client: k8s_client.ApiClient,
-        lease_client: k8s_client.ApiClient | None = None,
+        api_client: KubeClient,
+        lease_client: KubeClient | None = None,
     ) -> None:
         self.settings = settings
         self.telemetry = Telemetry(otlp_endpoint=settings.otlp_endpoint, service_version=version())

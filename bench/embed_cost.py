@@ -309,7 +309,7 @@ def render(
             f"max {ready_spread[-1] * 1000:.0f}) | to ready {ready_cpu_s * 1000:.0f} ms |",
             "",
             f"Threads while running: {threads:.0f} (the host's main thread, the catalog's loop thread and "
-            f"that loop's resolver threads); after close(): {after}.",
+            f"that loop's resolver and worker threads); after close(): {after}.",
             "",
             "Where the import time goes (one `-X importtime` run, each module's own time summed by top-level "
             "package): "
@@ -331,8 +331,10 @@ def render(
             + ". Imported only when configured, so absent here: the event log's recorder and its wire "
             "format (cattrs; `CATALOG_EVENT_LOG_PATH`), OpenTelemetry's metrics SDK and the Prometheus "
             "exporter (`model-catalog run`, or a host that asks for telemetry), the trace SDK and the "
-            "OTLP exporter (only when traces are exported), and kubernetes-asyncio's "
-            "generated API and model classes but the few the controller uses (app/lazy_kubernetes.py).",
+            "OTLP exporter (only when traces are exported), and kubernetes-asyncio with the aiohttp it "
+            "runs on (only for a kubeconfig user that authenticates through a program or a provider, "
+            "`exec` or `auth-provider`, or a host that passes its own `ApiClient`; even then its "
+            "generated API and model classes are loaded only as used, app/lazy_kubernetes.py).",
             "",
         ]
     )

@@ -5,6 +5,7 @@ dated copy. Not part of ``just test``.
     just bench --quick    # a shorter run: fewer repeats and changes, 100 and 1,000 models, 60 s idle
     just bench --only P5,P6
     just bench --only IDLE   # idle API server requests by verb and RSS (issue 35), on a peer of its own
+    just bench --only P7 --sizes 100   # only the sizes given (P1, P5, P7), e.g. RSS at 100 models
 
 It starts its own kube-apiserver (``../shared/kube-peer``, a new ROOT) and, for P2, the real LiteLLM
 (``../shared/litellm-peer``, the tests' reused ROOT and lock), unless ``KUBECONFIG`` /
@@ -202,6 +203,7 @@ class Bench:
         self.args = args
         self.quick: bool = args.quick
         self.only = set(args.only.split(",")) if args.only else set(ALL)
+        self.sizes: list[int] = [int(n) for n in args.sizes.split(",")] if args.sizes else []
         self.results: dict[str, Any] = {"quick": self.quick, "errors": {}, "notes": list(NOTES)}
         self.work = Path(tempfile.mkdtemp(prefix="model-catalog-bench-"))
         self.profiles = self.work / "profiles"
@@ -209,6 +211,10 @@ class Bench:
 
     def want(self, *ids: str) -> bool:
         return bool(self.only & set(ids))
+
+    def scales(self, default: list[int]) -> list[int]:
+        """The model counts to measure: ``--sizes`` when given, else ``default``."""
+        return self.sizes or default
 
     def guarded(self, key: str, fn: Any, *args: Any, store: bool = True, **kwargs: Any) -> Any:
         """Run one benchmark; a failure is recorded (and reported), the others still run. The load
@@ -233,7 +239,7 @@ class Bench:
         self.results["py_spy"] = profile.ensure_py_spy()
         quick = self.quick
         if self.want("P5"):
-            sizes = [100, 1000] if quick else [100, 1000, 10000]
+            sizes = self.scales([100, 1000] if quick else [100, 1000, 10000])
             # In a child: the 10,000-model state P5 builds stays in the core's caches (the warm render,
             # the parse memos), and this process drives the cluster benchmarks after it. Its collections
             # walking that state delayed P8's polls (first start 1.09 s after P5 in this process, 0.84 s
@@ -280,7 +286,7 @@ class Bench:
         try:
             kube.prepare(world.namespace, world.appliance_namespace)
             growth["100"] = world.grow(100)
-            scales = [100, 1000] if quick else [100, 1000, 10000]
+            scales = self.scales([100, 1000] if quick else [100, 1000, 10000])
             with FakeServer() as server:
                 if self.want("P8"):
                     log("P8: start -> first catalog")
@@ -436,6 +442,8 @@ class Bench:
         suffix = "-quick" if self.quick else ""
         if self.only != set(ALL):  # a partial run never replaces the last full run's results
             suffix += "-" + "-".join(sorted(self.only))
+        if self.sizes:
+            suffix += "-" + "-".join(str(n) for n in self.sizes)
         text = json.dumps(self.results, indent=2, default=_json_default, allow_nan=True) + "\n"
         markdown = report.markdown(self.results)
         for name in (f"results{suffix}", f"results{suffix}-{stamp}"):
@@ -461,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="a shorter run (fewer repeats, up to 1,000 models)"
     )
     parser.add_argument("--only", default="", help="comma-separated ids, e.g. P5,P6")
+    parser.add_argument(
+        "--sizes",
+        default="",
+        help="comma-separated model counts for P1, P5 and P7, e.g. 100 (default: 100,1000,10000; "
+        "100,1000 with --quick)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONHASHSEED", "0")
     return Bench(args).run()

@@ -11,9 +11,8 @@ its behaviour changed only in a new major version). Every other module (``app``,
 
 from __future__ import annotations
 
-import importlib.metadata
-
 try:
+    from adapters.identity import VERSION
     from adapters.kube.master_key import MasterKeyError
     from adapters.kube.settings import KubeSettings
     from app.blocking import (
@@ -38,10 +37,7 @@ except ImportError as exc:  # a host module named like one of ours (app, adapter
         + (f": {where} shadows it (a host module of the same name earlier on sys.path)" if where else "")
     ) from exc
 
-try:
-    __version__ = importlib.metadata.version("model-catalog")
-except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
+__version__ = VERSION
 
 __all__ = [
     "BlockingModelCatalog",

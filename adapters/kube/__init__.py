@@ -1,7 +1,7 @@
 """Kubernetes adapters: table-driven watches, the Secret watcher, the writers and the runtime prober.
 
-The host passes in one ``kubernetes_asyncio`` ``ApiClient`` (it owns and closes it)
-and the send side of its one bounded event stream; ``kube_sources`` and
+The host passes in one ``KubeClient`` (``adapters/kube/client.py``) or a host's kubernetes-asyncio
+``ApiClient`` (it owns and closes it) and the send side of its one bounded event stream; ``kube_sources`` and
 ``kube_executors`` build everything from the core's ``CatalogConfig``.
 """
 
@@ -50,7 +50,7 @@ __all__ = [
 
 
 class KubeAdapters:
-    """Every Kubernetes source and executor for one ``CatalogConfig``, sharing one ApiClient."""
+    """Every Kubernetes source and executor for one ``CatalogConfig``, sharing one client."""
 
     def __init__(
         self,

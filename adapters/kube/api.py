@@ -1,29 +1,29 @@
-"""A thin, typed REST layer over one shared kubernetes-asyncio ``ApiClient``.
+"""A thin, typed REST layer over one shared ``KubeClient`` (``adapters/kube/client.py``).
 
 Everything the Kubernetes adapters do goes through ``KubeApi``: plain dicts in and
 out (API field names, camelCase), one error type (``KubeError``) for every HTTP
 status and transport failure, a client-side timeout on every request, and watch
-streams read line by line. We call ``ApiClient.call_api`` with
-``_preload_content=False`` instead of the generated typed methods, so one
-table-driven code path serves core resources and custom resources alike, and no
-object is ever converted to a model class and back.
+streams read line by line. One table-driven code path serves core resources and
+custom resources alike, and no object is ever converted to a model class and back.
 """
 
 from __future__ import annotations
 
 import math
 import socket
+import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
 import anyio
 import attrs
+import httpx
 import orjson
 
 from adapters.identity import FIELD_MANAGER
+from adapters.kube.client import kube_client_of
 from contracts.kinds import Resource
 
 JSON = "application/json"
@@ -131,11 +131,11 @@ class Keepalive:
         """Seconds from the last byte to the end of a connection whose peer vanished."""
         return self.idle + self.interval * self.probes
 
-    def apply(self, response: aiohttp.ClientResponse) -> bool:
+    def apply(self, response: httpx.Response) -> bool:
         """On the connection of ``response``; False when it has no socket (then nothing is set)."""
-        connection = response.connection
-        transport = connection.transport if connection is not None else None
-        sock = transport.get_extra_info("socket") if transport is not None else None
+        stream = response.extensions.get("network_stream")
+        # a socket.socket, or asyncio's TransportSocket wrapping one
+        sock = stream.get_extra_info("socket") if stream is not None else None
         if sock is None:
             return False
         try:
@@ -154,7 +154,8 @@ class Keepalive:
 
 
 class KubeApi:
-    """Plain-dict requests on a shared ``ApiClient`` (the host owns and closes it)."""
+    """Plain-dict requests on a shared ``KubeClient``, or on a host's kubernetes-asyncio ``ApiClient``
+    (``kube_client_of``); whoever made it closes it."""
 
     def __init__(
         self, api_client: Any, *, request_timeout: float = 30.0, connect_timeout: float = 10.0
@@ -180,25 +181,28 @@ class KubeApi:
         request normally ends with the server's answer rather than a cut connection.
         """
         total = timeout if timeout is not None else self.request_timeout
-        client_timeout = aiohttp.ClientTimeout(total=total, sock_connect=min(total, self.connect_timeout))
         params = list(query)
         if not any(name in ("timeout", "timeoutSeconds") for name, _ in params):
             params.append(("timeout", f"{max(1, int(total) - 1)}s"))
         if method in _WRITES and not any(name == "fieldManager" for name, _ in params):
             params.append(("fieldManager", FIELD_MANAGER))
-        response = await self._send(
-            method, path, query=params, body=body, content_type=content_type, timeout=client_timeout
-        )
-        try:
-            data = await _read(response)
-        finally:
-            response.release()
-        if not 200 <= response.status < 300:
-            raise KubeError.from_body(response.status, data)
+        status, data = 0, b""
+        with anyio.move_on_after(total) as scope:  # the whole exchange, as the server's deadline is
+            response = await self._send(
+                method, path, query=params, body=body, content_type=content_type, total=total
+            )
+            try:
+                status, data = response.status_code, await _read(response)
+            finally:
+                await response.aclose()
+        if scope.cancelled_caught:
+            raise KubeError(0, "TimeoutError", f"no complete answer within {total:g} s")
+        if not 200 <= status < 300:
+            raise KubeError.from_body(status, data)
         try:
             doc = orjson.loads(data) if data else {}
         except orjson.JSONDecodeError as exc:
-            raise KubeError(response.status, "InvalidResponse", "the answer is not JSON") from exc
+            raise KubeError(status, "InvalidResponse", "the answer is not JSON") from exc
         return doc if isinstance(doc, dict) else {}
 
     @asynccontextmanager
@@ -222,21 +226,24 @@ class KubeApi:
         """
         params = [*query, ("watch", "true"), ("timeoutSeconds", str(server_timeout))]
         total = server_timeout + grace
-        client_timeout = aiohttp.ClientTimeout(total=total, sock_connect=min(total, self.connect_timeout))
-        wait = math.inf if response_timeout is None else response_timeout
-        response: aiohttp.ClientResponse | None = None
+        deadline = anyio.current_time() + total
+        wait = min(total, math.inf if response_timeout is None else response_timeout)
+        response: httpx.Response | None = None
         with anyio.move_on_after(wait):
-            response = await self._send("GET", path, query=params, timeout=client_timeout)
+            response = await self._send("GET", path, query=params, total=total)
         if response is None:
             raise KubeError(0, "TimeoutError", f"no answer to the watch request within {wait:g} s")
         try:
-            if response.status != 200:
-                raise KubeError.from_body(response.status, await _read(response))
+            if response.status_code != 200:
+                with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                    raise KubeError.from_body(response.status_code, await _read(response))
+                raise KubeError(0, "TimeoutError", f"the watch's answer was not read within {total:g} s")
             if keepalive is not None:
                 keepalive.apply(response)
-            yield _events(response)
+            yield _events(response, deadline)
         finally:
-            response.close()
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
 
     async def _send(
         self,
@@ -244,49 +251,53 @@ class KubeApi:
         path: str,
         *,
         query: Sequence[tuple[str, str]],
-        timeout: aiohttp.ClientTimeout,
+        total: float,
         body: Any = None,
         content_type: str = JSON,
-    ) -> aiohttp.ClientResponse:
+    ) -> httpx.Response:
         try:
-            response: aiohttp.ClientResponse = await self.api_client.call_api(
-                path,
+            return await kube_client_of(self.api_client).send(
                 method,
-                query_params=list(query),
-                # One connection per request, closed after it: an idle pooled connection could be silently
-                # dead (half-open) and hold the next request until its timeout. Watches, the bulk of the
-                # requests, close theirs anyway.
-                header_params={"Accept": JSON, "Content-Type": content_type, "Connection": "close"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout,
+                path,
+                query=query,
+                headers={"Accept": JSON, "Content-Type": content_type, "Connection": "close"},
+                content=None if body is None else orjson.dumps(body),
+                timeout=httpx.Timeout(total, connect=min(total, self.connect_timeout)),
             )
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (httpx.HTTPError, ssl.SSLError, TimeoutError, OSError) as exc:
             raise KubeError(0, type(exc).__name__, str(exc)) from exc
-        return response
 
 
-async def _events(response: aiohttp.ClientResponse) -> AsyncGenerator[dict[str, Any], None]:
+async def _events(response: httpx.Response, deadline: float) -> AsyncGenerator[dict[str, Any], None]:
+    """The watch events of ``response``, one JSON document a line, until it ends; ``KubeError``
+    (TimeoutError) once ``deadline`` (anyio's clock) has passed, as the server should have ended it."""
+    chunks = response.aiter_raw()
+    pending = b""
     while True:
-        try:
-            line = await response.content.readline()
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-            raise KubeError(0, type(exc).__name__, str(exc)) from exc
-        if not line:
+        chunk: bytes | None = None
+        with anyio.move_on_after(deadline - anyio.current_time()) as scope:
+            try:
+                chunk = await anext(chunks, None)
+            except (httpx.HTTPError, ssl.SSLError, TimeoutError, OSError) as exc:
+                raise KubeError(0, type(exc).__name__, str(exc)) from exc
+        if scope.cancelled_caught:
+            raise KubeError(0, "TimeoutError", "the watch outlived its timeout")
+        *lines, pending = (pending + chunk).split(b"\n") if chunk is not None else (pending, b"")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise KubeError(0, "InvalidWatchEvent", "a watch line is not JSON") from exc
+            if isinstance(event, dict):
+                yield event
+        if chunk is None:
             return
-        if not line.strip():
-            continue
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise KubeError(0, "InvalidWatchEvent", "a watch line is not JSON") from exc
-        if isinstance(event, dict):
-            yield event
 
 
-async def _read(response: aiohttp.ClientResponse) -> bytes:
+async def _read(response: httpx.Response) -> bytes:
     try:
-        return await response.read()
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        return await response.aread()
+    except (httpx.HTTPError, ssl.SSLError, TimeoutError, OSError) as exc:
         raise KubeError(0, type(exc).__name__, str(exc)) from exc

@@ -56,11 +56,15 @@ def test_the_lazy_packages_bind_what_the_eager_ones_do() -> None:
     assert lazy == eager
 
 
-def test_the_controller_loads_a_handful_of_generated_classes(tmp_path: Path) -> None:
+def test_kubernetes_asyncio_when_used_loads_a_handful_of_generated_classes(tmp_path: Path) -> None:
+    """As app/kube_client.py loads it for a kubeconfig user that authenticates through a program."""
     code = (
         "import sys, asyncio\n"
         "import app.service\n"
-        "from app.kube_client import k8s_client\n"
+        "from app.lazy_kubernetes import defer_generated_client\n"
+        "assert defer_generated_client()\n"
+        "from kubernetes_asyncio import client as k8s_client\n"
+        "from kubernetes_asyncio import config\n"
         "async def lease():\n"
         "    async with k8s_client.ApiClient() as api:\n"
         '        class Answer: data = b\'{"metadata": {"name": "l", "resourceVersion": "7"},\''

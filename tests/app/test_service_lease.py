@@ -87,7 +87,7 @@ async def test_the_lease_renews_while_the_shared_connection_pool_is_exhausted(
             await anyio.sleep(0.2)
         shared, lease_client = made
         assert lease_client is not shared
-        assert lease_client.configuration.connection_pool_maxsize == service_module.LEASE_CONNECTIONS
+        assert lease_client.connections == service_module.LEASE_CONNECTIONS
 
         # Hold every connection of the shared pool with watches that stay open.
         api = KubeApi(shared)
@@ -96,7 +96,7 @@ async def test_the_lease_renews_while_the_shared_connection_pool_is_exhausted(
             async with api.watch(f"/api/v1/namespaces/{ns}/configmaps", [], 60, 5.0):
                 await release.wait()
 
-        for _ in range(shared.configuration.connection_pool_maxsize):
+        for _ in range(shared.connections):
             tg.start_soon(hold_a_connection)
         deadline = time.monotonic() + 30
         while not await _pool_exhausted(api, ns):
@@ -115,4 +115,4 @@ async def test_the_lease_renews_while_the_shared_connection_pool_is_exhausted(
 
     # No client outlives the service: both sessions (and their pools) are closed.
     assert len(made) == 2
-    assert all(c.rest_client.pool_manager.closed for c in made)
+    assert all(c.closed for c in made)

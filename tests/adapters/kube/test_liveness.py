@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlparse
 
-import aiohttp
 import anyio
 import attrs
+import httpx
 import pytest
 from kubernetes_asyncio import client
 
@@ -221,10 +221,9 @@ async def test_a_watch_connection_carries_tcp_keepalive(kube_peer: KubePeer, kub
 
     @attrs.frozen
     class Recording(Keepalive):
-        def apply(self, response: aiohttp.ClientResponse) -> bool:
+        def apply(self, response: httpx.Response) -> bool:
             applied = super().apply(response)
-            assert response.connection is not None and response.connection.transport is not None
-            sockets.append(response.connection.transport.get_extra_info("socket"))
+            sockets.append(response.extensions["network_stream"].get_extra_info("socket"))
             return applied
 
     api = KubeApi(kube_client)
