@@ -130,12 +130,16 @@ class LiteLLMObserver:
         send = self._send
         if send is None:
             return [CommandCompleted(command.key, command.id, Outcome.RETRY, retry_after=0.5)]
-        pace = min(POLL_COST_FACTOR * self._last_poll_cost, self.max_pace_seconds)
-        wait = self._last_poll_end + pace - anyio.current_time()
+        wait = self.read_not_before() - anyio.current_time()
         if wait > 0:
             await anyio.sleep(wait)
         await self.poll_once(send, planned=True)
         return []
+
+    def read_not_before(self) -> float:
+        """When a planned re-read may go (anyio clock): ``POLL_COST_FACTOR`` times the last poll's cost
+        after it ended, never more than ``max_pace_seconds``."""
+        return self._last_poll_end + min(POLL_COST_FACTOR * self._last_poll_cost, self.max_pace_seconds)
 
     async def poll_once(self, send: ObjectSendStream[Event], *, planned: bool = False) -> bool:
         """One exclusive poll; its event is sent before the lock is released. True when rows were seen.

@@ -14,9 +14,12 @@ import pytest
 from catalog_core.commands import (
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
+    ObserveLiteLLM,
+    ReadReason,
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
 )
+from catalog_core.keys import LITELLM_READ_KEY
 from catalog_core.events import LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
 from catalog_core.reasons import Reason
 from catalog_core.registry import route_id
@@ -316,7 +319,11 @@ async def test_a_row_created_just_before_our_create_is_observed_not_duplicated(p
     completed = h.outcomes[-1]
     assert completed.outcome is Outcome.RETRY and completed.reason == "LiteLLMDuplicateId"
     assert 0 < completed.retry_after <= 5.0
-    assert h.observer.poll_wanted()  # the executor asked for a look at once
+    # the core plans a look at once (the row probably exists): the event log shows it
+    assert [type(c) for c in h.tick()] == [ObserveLiteLLM]
+    assert h.state.litellm.unconfirmed is ReadReason.ROW_PROBABLY_EXISTS
+    await h.execute(ObserveLiteLLM(ReadReason.ROW_PROBABLY_EXISTS))
+    assert h.state.litellm.unconfirmed is None and LITELLM_READ_KEY not in h.state.control.inflight
     assert await h.converge() == []  # the observation shows the row as we want it: nothing to write
     assert list(await h.rows()) == [kubeai_id(llama)]
 
