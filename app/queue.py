@@ -8,8 +8,9 @@ between executions so bursts coalesce into few writes.
 
 Commands run in lanes, each with its own FIFO and its own workers: what routes depend on (LiteLLM rows,
 the catalog, AgentTemplates, rollouts, and the Secret watch that reads the keys), Kubernetes Events,
-health probes, and the re-reads of LiteLLM. So no number of Events or slow probes ever delays a route write: a 5,000-item edit makes
-Events that wait in their own lane, one at a time and in order, while the writes go on.
+health probes, and the re-reads of LiteLLM. So no number of Events or slow probes ever delays a route
+write: a 5,000-item edit makes Events that wait in their own lane, one at a time and in order, while the
+writes go on; a re-read waiting out its pace holds no write's worker.
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.keys import is_litellm_key, probe_key
 from catalog_core.plan import leadership_changed, mark_key, tick
-from catalog_core.gates import Gate
 from catalog_core.reasons import LiteLLMWait, Reason
 from catalog_core.rules import health as health_rules
 from catalog_core.sources.catalog_configmap import HeldDefaults, ObservedCatalog

@@ -389,7 +389,9 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
 def _awaits_observation(state: CatalogState) -> bool:
     """Something an observation settles: writes it covers, an unknown a write left, a re-read asked for."""
     view = state.litellm
-    return view.unobserved_writes or view.unconfirmed is not None or LITELLM_READ_KEY in state.control.inflight
+    return (
+        view.unobserved_writes or view.unconfirmed is not None or LITELLM_READ_KEY in state.control.inflight
+    )
 
 
 def _observed(view: LiteLLMView, status: LiteLLMStatus) -> LiteLLMView:

@@ -942,7 +942,9 @@ def written_object(state: CatalogState, key: str) -> ObjectRef | None:
             namespace, name = parsed.parts
             pod = cluster.pods.get(name)
             return ObjectRef("v1", "Pod", namespace, name, pod.uid if pod is not None else "")
-        case CommandKind.LITELLM | CommandKind.EVENT | CommandKind.PROBE | CommandKind.WATCH:
+        case (
+            CommandKind.LITELLM | CommandKind.EVENT | CommandKind.PROBE | CommandKind.WATCH | CommandKind.READ
+        ):
             return None
         case _:
             assert_never(parsed.kind)

@@ -44,8 +44,8 @@ from catalog_core.evolve import evolve
 from catalog_core.fold import step
 from catalog_core.gates import Gate
 from catalog_core.kinds import ROLLABLE_BY_NAME
-from catalog_core.redact import redact_for_source
 from catalog_core.reasons import LiteLLMWait
+from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.sources.litellm_row import observed_row
 from catalog_core.state import CatalogState
@@ -110,7 +110,9 @@ class SimulatedWorld:
             exists = command.model_id in self.rows
             if isinstance(command, CreateLiteLLMModel) and exists:
                 # LiteLLM answers 500 on a duplicate id: the core reads LiteLLM again and the write waits.
-                refused = evolve(done, outcome=Outcome.RETRY, retry_after=1.0, reason=LiteLLMWait.DUPLICATE_ID)
+                refused = evolve(
+                    done, outcome=Outcome.RETRY, retry_after=1.0, reason=LiteLLMWait.DUPLICATE_ID
+                )
                 return [refused, self.rows_event()] if self.reads_after_writes else [refused]
             if isinstance(command, UpdateLiteLLMModel):
                 if not exists:

@@ -46,8 +46,8 @@ import attrs
 
 from adapters.backoff import KeyedBackoff
 from adapters.litellm.client import TOO_LARGE, Answer, LiteLLMClient, LiteLLMTransportError
-from adapters.litellm.sync import LiteLLMShared, PeerStatus, status_of_http
 from adapters.litellm.scrub import safe_text, scrub
+from adapters.litellm.sync import LiteLLMShared, PeerStatus, status_of_http
 from adapters.vault import SecretVault
 from catalog_core.commands import (
     ApiKeyRef,

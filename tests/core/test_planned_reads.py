@@ -14,8 +14,8 @@ from catalog_core.commands import (
     UpdateLiteLLMModel,
 )
 from catalog_core.config import CatalogConfig
-from catalog_core.evolve import evolve
 from catalog_core.events import CommandCompleted, LiteLLMUnreachable, Outcome, Ticked
+from catalog_core.evolve import evolve
 from catalog_core.fold import step
 from catalog_core.gates import ALL_GATES, Gate
 from catalog_core.jsonval import Json
@@ -133,7 +133,9 @@ def _one_write(c: Cluster) -> Command:
 
 
 def _completed(command: Command, outcome: Outcome, reason: str = "") -> CommandCompleted:
-    return CommandCompleted(command.key, command.id, outcome, 1.0 if outcome is Outcome.RETRY else 0.0, reason)
+    return CommandCompleted(
+        command.key, command.id, outcome, 1.0 if outcome is Outcome.RETRY else 0.0, reason
+    )
 
 
 def test_a_create_answered_with_the_duplicate_id_500_is_read_again_at_once() -> None:
@@ -193,4 +195,3 @@ def test_without_the_gate_no_read_is_planned_as_a_log_of_an_older_version_ran() 
     assert older.state.litellm.unobserved_writes  # the observer of that version read LiteLLM by itself
     assert _reads(planned) == [] and not _reads(older.commands)
     assert older.state.litellm.unconfirmed is None and older.state.litellm.unobserved_since is None
-

@@ -19,8 +19,8 @@ from catalog_core.commands import (
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
 )
-from catalog_core.keys import LITELLM_READ_KEY
 from catalog_core.events import LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
+from catalog_core.keys import LITELLM_READ_KEY
 from catalog_core.reasons import Reason
 from catalog_core.registry import route_id
 from catalog_core.rules.entries import entry_for

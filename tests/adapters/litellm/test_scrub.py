@@ -18,9 +18,9 @@ import pytest
 from adapters.backoff import Backoff, KeyedBackoff
 from adapters.litellm.client import LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.executor import LiteLLMExecutor
-from adapters.litellm.sync import LiteLLMShared
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.litellm.scrub import MAX_TEXT, REDACTED, safe_text
+from adapters.litellm.sync import LiteLLMShared
 from adapters.vault import SecretVault
 from catalog_core.commands import CreateLiteLLMModel, SecretKey
 from catalog_core.events import CommandCompleted, Event, LiteLLMUnreachable, Outcome
@@ -45,7 +45,9 @@ def logged(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
 
 
-def executor(client: LiteLLMClient, vault: SecretVault, shared: LiteLLMShared | None = None) -> LiteLLMExecutor:
+def executor(
+    client: LiteLLMClient, vault: SecretVault, shared: LiteLLMShared | None = None
+) -> LiteLLMExecutor:
     rng = random.Random(3)
     return LiteLLMExecutor(
         client,
