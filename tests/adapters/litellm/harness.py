@@ -285,7 +285,8 @@ class Harness:
         for command in commands:
             await self.execute(command)
         if commands:
-            self.now += 1.0
+            # the loop ticks again at once on the answers (a read the core plans after them goes before
+            # a retry waiting out its backoff): the clock moves on only once nothing more is planned now
             return True
         assert not self.state.control.inflight, self.state.control.inflight
         later = [r.not_before for r in self.state.control.retries.values() if r.not_before > self.now]
