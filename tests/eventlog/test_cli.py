@@ -76,7 +76,7 @@ def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.Ca
     assert len(lines) == 44
     assert "55 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
     assert "kubernetes-event Warning on ConfigMap ai/ai-external-models: InvalidJSON" in out
-    assert "58 litellm-observe GET /model/info (after-writes)" in out  # the re-read the core planned
+    assert "58 observe-litellm GET /model/info (after-writes)" in out  # the re-read the core planned
     assert any(line.startswith("124 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
     assert "replayed 119 events (seq 1..145): 44 commands" in err
 

@@ -79,9 +79,9 @@ def test_the_log_of_a_run_with_writes_holds_one_planned_read_per_burst_and_repla
     assert len(updates) == len(MODELS)
     # the burst of writes is followed by one read, planned after the last write's answer
     after_burst = tags[updates[-1] + 1 :]
-    assert after_burst.count("litellm-observe") == 1
-    seq, read = planned[updates[-1] + 1 + after_burst.index("litellm-observe")]
-    assert read == {"t": "litellm-observe", "reason": "after-writes", "id": ObserveLiteLLM(AFTER_WRITES).id}
+    assert after_burst.count("observe-litellm") == 1
+    seq, read = planned[updates[-1] + 1 + after_burst.index("observe-litellm")]
+    assert read == {"t": "observe-litellm", "reason": "after-writes", "id": ObserveLiteLLM(AFTER_WRITES).id}
     assert seq > planned[updates[-1]][0]  # planned by a later step than the writes, from the state
     # the writes and the read reached the simulated LiteLLM as the log says
     assert sum(isinstance(c, UpdateLiteLLMModel) for c in shell.world.writes) == len(MODELS)
@@ -90,4 +90,4 @@ def test_the_log_of_a_run_with_writes_holds_one_planned_read_per_burst_and_repla
     assert "replay identically" in out and "snapshots" in out
     assert main(["replay", str(path)]) == 0
     replayed = capsys.readouterr().out.splitlines()
-    assert f"{seq} litellm-observe GET /model/info (after-writes)" in replayed
+    assert f"{seq} observe-litellm GET /model/info (after-writes)" in replayed
