@@ -25,7 +25,8 @@ class Source(Protocol):
 
 class Executor(Protocol):
     """Carries out one command and reports what happened as events (at least a CommandCompleted,
-    except for probes, which answer with RuntimeProbed). Never raises: failures become outcomes."""
+    except for reads answered by what they observe: probes with RuntimeProbed, the re-reads of LiteLLM
+    with the observation the observer sends itself). Never raises: failures become outcomes."""
 
     def handles(self, command: Command) -> bool: ...
 

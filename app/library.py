@@ -52,7 +52,7 @@ from catalog_core.events import (
     SourceUnavailable,
     Unavailability,
 )
-from catalog_core.plan import all_records, awaits_litellm_poll, catalog_inputs_known, rendered_catalog
+from catalog_core.plan import all_records, catalog_inputs_known, rendered_catalog
 from catalog_core.registry import CATALOG_KINDS as CATALOG_SOURCES
 from catalog_core.state import CatalogState
 
@@ -162,8 +162,9 @@ class ModelCatalog:
         executors: list[Executor] = [
             *extra_executors,
             LiteLLMExecutor(
-                self.litellm_client, self.vault, self.observer, retry_cap=options.writes.retry_cap
+                self.litellm_client, self.vault, self.observer.shared, retry_cap=options.writes.retry_cap
             ),
+            self.observer,  # the core's re-reads of LiteLLM
             *self.kube.executors,
         ]
         host_metrics = None
@@ -206,7 +207,6 @@ class ModelCatalog:
                 await tg.start(self.loop.run)
                 tg.start_soon(self.kube.run, self.loop.sender())
                 tg.start_soon(self.observer.run, self.loop.sender())
-                tg.start_soon(self._poll_once_writes_settle)
                 tg.start_soon(self._watch_ready)
                 if self.options.heap.freeze_after_sync:
                     tg.start_soon(
@@ -217,14 +217,6 @@ class ModelCatalog:
             with anyio.CancelScope(shield=True):
                 await self.litellm_client.aclose()
                 await self.kube.aclose()
-
-    async def _poll_once_writes_settle(self) -> None:
-        """Tell the observer when the writes it is waiting to cover are all answered and no other is
-        planned: its poll, which the catalog waits for, then need not wait out the debounce."""
-        while True:
-            await self.loop.wait_changed_or_tick()
-            if self.observer.poll_wanted() and awaits_litellm_poll(self.loop.state):
-                self.observer.writes_settled()
 
     async def _watch_ready(self) -> None:
         while not catalog_inputs_known(self.loop.state):

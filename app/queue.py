@@ -7,9 +7,10 @@ until it finishes; some keys (the catalog ConfigMap) have a minimum interval
 between executions so bursts coalesce into few writes.
 
 Commands run in lanes, each with its own FIFO and its own workers: what routes depend on (LiteLLM rows,
-the catalog, AgentTemplates, rollouts, and the Secret watch that reads the keys), Kubernetes Events, and
-health probes. So no number of Events or slow probes ever delays a route write: a 5,000-item edit makes
-Events that wait in their own lane, one at a time and in order, while the writes go on.
+the catalog, AgentTemplates, rollouts, and the Secret watch that reads the keys), Kubernetes Events,
+health probes, and the re-reads of LiteLLM. So no number of Events or slow probes ever delays a route
+write: a 5,000-item edit makes Events that wait in their own lane, one at a time and in order, while the
+writes go on; a re-read waiting out its pace holds no write's worker.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from adapters.ports import Executor
-from catalog_core.commands import READ_COMMANDS, Command, EmitKubernetesEvent, ProbeRuntime
+from catalog_core.commands import READ_COMMANDS, Command, EmitKubernetesEvent, ObserveLiteLLM, ProbeRuntime
 from catalog_core.events import CommandCompleted, Event, Outcome
 
 log = logging.getLogger("model_catalog.queue")
@@ -38,6 +39,7 @@ class Lane(StrEnum):
     ROUTES = "routes"  # LiteLLM rows, the catalog, AgentTemplates, rollouts, the Secret watch
     EVENTS = "events"  # Kubernetes Events: one at a time, so they are written in the order planned
     PROBES = "probes"  # runtimes' health probes (each may take its whole timeout)
+    READS = "reads"  # the core's re-reads of LiteLLM: one at a time, paced without holding a write's worker
 
 
 def lane_of(command: Command) -> Lane:
@@ -45,6 +47,8 @@ def lane_of(command: Command) -> Lane:
         return Lane.EVENTS
     if isinstance(command, ProbeRuntime):
         return Lane.PROBES
+    if isinstance(command, ObserveLiteLLM):
+        return Lane.READS
     return Lane.ROUTES
 
 
@@ -76,6 +80,7 @@ class CommandQueue:
             Lane.ROUTES: concurrency,
             Lane.EVENTS: EVENT_CONCURRENCY,
             Lane.PROBES: concurrency,
+            Lane.READS: 1,
             **(lanes or {}),
         }
         self._min_interval = min_interval

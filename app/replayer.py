@@ -36,6 +36,7 @@ from catalog_core.commands import (
     EvictPod,
     InlineKeyRef,
     LiteralKey,
+    ObserveLiteLLM,
     PatchAgentTemplate,
     ProbeRuntime,
     RecreateLiteLLMModel,
@@ -379,6 +380,8 @@ def describe_command(command: Command) -> str:
         ref = command.involved
         target = f"{ref.kind} {ref.namespace}/{ref.name}"
         return f"{command.event_type} on {target}: {command.reason}: {command.message}"
+    if isinstance(command, ObserveLiteLLM):
+        return f"GET /model/info ({command.reason.value})"
     assert isinstance(command, WatchSecrets)
     names = ", ".join(
         s.name + (" (provider Secrets only)" if s.provider_only else "") for s in command.secrets

@@ -8,6 +8,7 @@ is harmless and an outcome names exactly which command it answers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import attrs
@@ -257,8 +258,39 @@ class WatchSecrets:
     key = _Key(lambda c: keys.secret_watch_key(c.namespace))
 
 
+class ReadReason(StrEnum):
+    """Why the core asks LiteLLM to be read again (``ObserveLiteLLM.reason``)."""
+
+    # Writes were applied that no observation covers yet: LiteLLM fills a new row's limits in from its
+    # model map, and the catalog publishes what LiteLLM holds.
+    AFTER_WRITES = "after-writes"
+    # A create was answered with LiteLLM's duplicate-id 500: the row probably exists.
+    ROW_PROBABLY_EXISTS = "row-probably-exists"
+    # A recreate did not complete: its delete may have applied, so the row may be gone.
+    RECREATE_UNFINISHED = "recreate-unfinished"
+    # A write's answer says LiteLLM is failing (unreachable, refusing the master key, erroring) while the
+    # last observation saw it answering: a read confirms it, and the status is reported.
+    WRITE_SAW_FAILURE = "write-saw-failure"
+    # A write got an answer while the last observation found LiteLLM failing: it is back, and the writes
+    # held back by the outage are due once an observation says so.
+    WRITE_SAW_ANSWER = "write-saw-answer"
+
+
+@attrs.frozen
+@_identified
+class ObserveLiteLLM:
+    """Read every row LiteLLM holds now (``GET /model/info``): the answer is the observation
+    (``LiteLLMRowsObserved``, or ``LiteLLMUnreachable`` when the read fails), which any observation folded
+    later also stands for. The key is one for all re-reads, so many reasons are one read."""
+
+    reason: ReadReason
+    id: str = attrs.field(init=False, default="")
+
+    key = _Key(lambda c: keys.LITELLM_READ_KEY)
+
+
 # Commands that only read: a standby replica still issues them to keep its state warm.
-READ_COMMANDS = (ProbeRuntime, WatchSecrets)
+READ_COMMANDS = (ProbeRuntime, WatchSecrets, ObserveLiteLLM)
 
 LiteLLMCommand = CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel | DeleteLiteLLMModel
 Command = (
@@ -274,4 +306,5 @@ Command = (
     | ProbeRuntime
     | EmitKubernetesEvent
     | WatchSecrets
+    | ObserveLiteLLM
 )

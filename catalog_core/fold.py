@@ -17,6 +17,8 @@ from catalog_core.commands import (
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
     EmitKubernetesEvent,
+    ObserveLiteLLM,
+    ReadReason,
     RecreateLiteLLMModel,
     RollWorkload,
     UpdateLiteLLMModel,
@@ -39,9 +41,10 @@ from catalog_core.events import (
     Ticked,
 )
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.keys import is_litellm_key, probe_key
 from catalog_core.plan import leadership_changed, mark_key, tick
-from catalog_core.reasons import Reason
+from catalog_core.reasons import LiteLLMWait, Reason
 from catalog_core.rules import health as health_rules
 from catalog_core.sources.catalog_configmap import HeldDefaults, ObservedCatalog
 from catalog_core.sources.litellm_row import LiteLLMRow
@@ -134,7 +137,20 @@ def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
         # An answer to a command since superseded or withdrawn: re-plan. If it was applied, the next
         # observation of the target (a watch event, the LiteLLM re-read after writes) shows its effect.
         return state
+    if isinstance(command, _LITELLM_WRITES) and Gate.PLANNED_LITELLM_READS in state.config.gates:
+        state = _left_unknown(state, command, event)
     control = evolve(state.control, inflight=state.control.inflight.delete(event.key))
+    if isinstance(command, ObserveLiteLLM):
+        # A re-read is answered by its observation; an outcome comes only from a shell that could not
+        # carry it out. A retry waits out its backoff, a terminal one is not planned again (a shell
+        # without an observer); the next tick plans it again while an observation is still wanted.
+        if event.outcome is Outcome.RETRY:
+            retry = Retry(command.id, state.now + max(0.0, event.retry_after), None)
+            control = evolve(control, retries=control.retries.set(event.key, retry))
+        elif event.outcome is Outcome.TERMINAL:
+            failure = Failure(command.id, _failure_reason(event), event.detail)
+            control = evolve(control, failures=control.failures.set(event.key, failure))
+        return evolve(state, control=control)
     if event.outcome is Outcome.APPLIED:
         control = evolve(
             control,
@@ -166,6 +182,37 @@ def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:
     if isinstance(command, UpdateLiteLLMModel | RecreateLiteLLMModel):
         return ingest.set_row(state, command.model_id, None)
     return state
+
+
+_LITELLM_WRITES = (CreateLiteLLMModel, UpdateLiteLLMModel, RecreateLiteLLMModel, DeleteLiteLLMModel)
+# What a LiteLLM write's retry says of LiteLLM itself: it did not answer, or answered with an error.
+_LITELLM_FAILING = frozenset({LiteLLMWait.UNREACHABLE, LiteLLMWait.SERVER_ERROR, Reason.LITELLM_UNAUTHORIZED})
+
+
+def _left_unknown(state: CatalogState, command: Command, event: CommandCompleted) -> CatalogState:
+    """What a LiteLLM write's answer left unknown, for the planner to read LiteLLM again at once
+    (``plan._reread``). An applied write alone is not one of them: ``_applied`` notes it as an unobserved
+    write, whose re-read waits for the writes still in flight."""
+    view = state.litellm
+    if view.unconfirmed is not None:
+        return state  # one re-read settles every unknown
+    outcome = event.outcome
+    # LiteLLM answered the request (a refusal of ours, or a missing Secret, sends none)
+    answered = outcome in (Outcome.APPLIED, Outcome.GONE) or (
+        outcome is Outcome.TERMINAL and event.reason == Reason.LITELLM_REJECTED
+    )
+    reason: ReadReason | None = None
+    if outcome is Outcome.RETRY and event.reason == LiteLLMWait.DUPLICATE_ID:
+        reason = ReadReason.ROW_PROBABLY_EXISTS
+    elif isinstance(command, RecreateLiteLLMModel) and outcome is not Outcome.APPLIED:
+        reason = ReadReason.RECREATE_UNFINISHED
+    elif view.status.reachable and outcome is Outcome.RETRY and event.reason in _LITELLM_FAILING:
+        reason = ReadReason.WRITE_SAW_FAILURE
+    elif view.status.observed_once and not view.status.reachable and answered:
+        reason = ReadReason.WRITE_SAW_ANSWER
+    if reason is None:
+        return state
+    return evolve(state, litellm=evolve(view, unconfirmed=reason))
 
 
 def _failure_reason(event: CommandCompleted) -> Reason:

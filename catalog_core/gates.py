@@ -46,6 +46,9 @@ class Gate(StrEnum):
     # (ScalesFromZero), and a start that outlasts its deadline is reported (StartDeadlineExceeded); without
     # it a Model is published only while a replica is ready (behaviour §1.1).
     SCALE_FROM_ZERO = "scale-from-zero"
+    # The re-read of LiteLLM after writes (and after a write's answer left what LiteLLM holds, or its
+    # status, unknown) is a command the core plans (ObserveLiteLLM); without it the observer chose it.
+    PLANNED_LITELLM_READS = "planned-litellm-reads"
 
 
 ALL_GATES: Final = frozenset(Gate)

@@ -26,6 +26,7 @@ from catalog_core.events import (
 from catalog_core.evolve import evolve
 from catalog_core.gates import Gate
 from catalog_core.keys import (
+    LITELLM_READ_KEY,
     RefKey,
     RefKind,
     catalog_key,
@@ -46,6 +47,7 @@ from catalog_core.state import (
     CatalogState,
     Control,
     LiteLLMStatus,
+    LiteLLMView,
     Marks,
     Pending,
     SourceState,
@@ -371,17 +373,39 @@ def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogSta
     status = LiteLLMStatus(observed_once=True, reachable=True)
     if (
         status == state.litellm.status
-        and not state.litellm.unobserved_writes
+        and not _awaits_observation(state)
         and failures is state.control.failures
         and retries is state.control.retries
     ):
         return state  # the usual resync: nothing new (evolve costs more than the check)
     return evolve(
         state,
-        litellm=evolve(state.litellm, status=status, unobserved_writes=False),
-        control=evolve(state.control, failures=failures, retries=retries),
+        litellm=_observed(state.litellm, status),
+        control=_read_answered(evolve(state.control, failures=failures, retries=retries)),
         pending=evolve(state.pending, ids=ids),
     )
+
+
+def _awaits_observation(state: CatalogState) -> bool:
+    """Something an observation settles: writes it covers, an unknown a write left, a re-read asked for."""
+    view = state.litellm
+    return (
+        view.unobserved_writes or view.unconfirmed is not None or LITELLM_READ_KEY in state.control.inflight
+    )
+
+
+def _observed(view: LiteLLMView, status: LiteLLMStatus) -> LiteLLMView:
+    """An observation covers every write whose outcome was folded before it (``adapters.litellm.sync``) and
+    settles what a write's answer left unknown."""
+    return evolve(view, status=status, unobserved_writes=False, unobserved_since=None, unconfirmed=None)
+
+
+def _read_answered(control: Control) -> Control:
+    """Any observation answers the planned re-read: it is at least as new as every outcome folded before
+    it, so the re-read, if it has not started, has nothing left to show (the shell skips it)."""
+    if LITELLM_READ_KEY not in control.inflight:
+        return control
+    return evolve(control, inflight=control.inflight.delete(LITELLM_READ_KEY))
 
 
 def _text_of(row: Mapping[str, Any]) -> bytes | None:
@@ -525,7 +549,7 @@ def litellm_unreachable(state: CatalogState, event: LiteLLMUnreachable) -> Catal
     """Keep every observed row: the last published catalog stays as it is (behaviour §8)."""
     detail = f"{event.reason}: {event.detail}" if event.detail else event.reason
     status = evolve(state.litellm.status, reachable=False, detail=detail)
-    if status == state.litellm.status and not state.litellm.unobserved_writes:
+    if status == state.litellm.status and not _awaits_observation(state):
         return state
     # No observation will confirm the writes soon: the catalog goes out with what is known.
-    return evolve(state, litellm=evolve(state.litellm, status=status, unobserved_writes=False))
+    return evolve(state, litellm=_observed(state.litellm, status), control=_read_answered(state.control))

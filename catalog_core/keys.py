@@ -88,6 +88,7 @@ class CommandKind(StrEnum):
     PROBE = "probe"  # probe/<health key>
     WATCH = "watch"  # watch/secrets/<ns>
     EVENT = "event"  # event/<command id>
+    READ = "read"  # read/litellm: a re-read of a peer the core plans (not a watch)
 
 
 @attrs.frozen
@@ -114,7 +115,7 @@ class CommandKey:
         if not sep:
             return None
         match parsed:
-            case CommandKind.LITELLM | CommandKind.PROBE | CommandKind.EVENT:
+            case CommandKind.LITELLM | CommandKind.PROBE | CommandKind.EVENT | CommandKind.READ:
                 # a LiteLLM model id or a runtime name may hold a slash: the rest is one part
                 return cls(parsed, (rest,))
             case CommandKind.ROLLOUT:
@@ -167,6 +168,9 @@ def probe_key(health_key: str) -> str:
 
 def secret_watch_key(namespace: str) -> str:
     return CommandKey(CommandKind.WATCH, ("secrets", namespace)).text
+
+
+LITELLM_READ_KEY = CommandKey(CommandKind.READ, ("litellm",)).text
 
 
 def event_key(command_id: str) -> str:

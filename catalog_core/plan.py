@@ -23,8 +23,10 @@ from catalog_core.commands import (
     EmitKubernetesEvent,
     EvictPod,
     ObjectRef,
+    ObserveLiteLLM,
     PatchAgentTemplate,
     ProbeRuntime,
+    ReadReason,
     RollWorkload,
     SecretKey,
     SecretWatch,
@@ -37,6 +39,7 @@ from catalog_core.evolve import evolve
 from catalog_core.gates import Gate
 from catalog_core.jsonval import Json
 from catalog_core.keys import (
+    LITELLM_READ_KEY,
     CommandKey,
     CommandKind,
     ItemKey,
@@ -86,6 +89,7 @@ from catalog_core.state import (
     CatalogState,
     Control,
     DesiredRoute,
+    LiteLLMView,
     RouteRecord,
     mark,
     mark_all,
@@ -246,6 +250,7 @@ def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
         _secret_watch(out)
     _probes(out)
     _placeholder(out)
+    _reread(out)
     if not out.state.pending.idle and catalog_inputs_known(out.state):
         _routes(out)
         _catalog(out)
@@ -274,6 +279,11 @@ def next_deadline(state: CatalogState) -> float | None:
             else record.next_probe_at
         )
     times.extend(watch.due for watch in state.starts.values() if not watch.overdue)
+    view = state.litellm
+    if view.unobserved_since is not None and LITELLM_READ_KEY not in state.control.inflight:
+        due = _reread_due(view)
+        if due > now:
+            times.append(due)
     return min(times) if times else None
 
 
@@ -365,8 +375,8 @@ def mark_key(state: CatalogState, key: str) -> CatalogState:
         case CommandKind.WATCH:
             # The secret watch is planned from its id: forget it so the next tick asks again.
             return evolve(state, control=evolve(state.control, secret_watch=""))
-        case CommandKind.EVENT:
-            return state
+        case CommandKind.EVENT | CommandKind.READ:
+            return state  # an Event is sent again as it was; a re-read is planned from the LiteLLM view
         case _:
             assert_never(parsed.kind)
     return evolve(state, pending=pending)
@@ -702,11 +712,44 @@ def _litellm_in_flight(state: CatalogState) -> bool:
     return any(is_litellm_key(key) for key in state.control.inflight)
 
 
-def awaits_litellm_poll(state: CatalogState) -> bool:
-    """LiteLLM writes were applied but not observed since, and none is in flight: what is published next
-    waits for the next poll of LiteLLM (it fills in a new row's limits), and no further answer of a write
-    is coming for that poll to cover as well."""
-    return state.litellm.unobserved_writes and not _litellm_in_flight(state)
+# The longest a re-read after writes waits for the writes still in flight, from the tick that first
+# found a write unobserved: a long burst is observed every so often, not only at its end.
+REREAD_MAX_DELAY = 2.0
+
+
+def _reread(out: _Out) -> None:
+    """Plan the re-read of LiteLLM (``ObserveLiteLLM``), level-triggered from the LiteLLM view: at once
+    when a write's answer left something unknown, or when writes were applied that no observation covers
+    and none is in flight any more (the catalog waits for this read: LiteLLM fills in a new row's limits);
+    while writes are still in flight, once they have waited ``REREAD_MAX_DELAY``. So a burst of writes
+    is one read, and a steady state plans none (the observer's periodic resync is its own, as a watch's
+    relist is). One read at a time: an observation folded later answers it."""
+    state = out.state
+    view = state.litellm
+    if Gate.PLANNED_LITELLM_READS not in state.config.gates:
+        return
+    if not view.unobserved_writes and view.unconfirmed is None:
+        return
+    if view.unobserved_writes and view.unobserved_since is None:
+        view = evolve(view, unobserved_since=state.now)
+        out.state = state = evolve(state, litellm=view)
+    if LITELLM_READ_KEY in state.control.inflight:
+        return
+    reason = view.unconfirmed
+    if reason is None:
+        if _litellm_in_flight(state) and state.now < _reread_due(view):
+            return  # the deadline (next_deadline) brings the tick that plans it
+        reason = ReadReason.AFTER_WRITES
+    out.emit(LITELLM_READ_KEY, _observe_litellm(reason))
+
+
+def _reread_due(view: LiteLLMView) -> float:
+    return (view.unobserved_since or 0.0) + REREAD_MAX_DELAY
+
+
+@functools.lru_cache(maxsize=len(ReadReason))
+def _observe_litellm(reason: ReadReason) -> ObserveLiteLLM:
+    return ObserveLiteLLM(reason)
 
 
 def _catalog(out: _Out) -> None:
@@ -899,7 +942,9 @@ def written_object(state: CatalogState, key: str) -> ObjectRef | None:
             namespace, name = parsed.parts
             pod = cluster.pods.get(name)
             return ObjectRef("v1", "Pod", namespace, name, pod.uid if pod is not None else "")
-        case CommandKind.LITELLM | CommandKind.EVENT | CommandKind.PROBE | CommandKind.WATCH:
+        case (
+            CommandKind.LITELLM | CommandKind.EVENT | CommandKind.PROBE | CommandKind.WATCH | CommandKind.READ
+        ):
             return None
         case _:
             assert_never(parsed.kind)

@@ -12,6 +12,16 @@ class RouteState(StrEnum):
     CONFLICT = "conflict"
 
 
+class LiteLLMWait(StrEnum):
+    """The words a LiteLLM write's ``retry`` outcome gives for a wait that is not the input's fault (not a
+    ``Reason``: nothing is reported for them). The planner reads them to know what a write's answer left
+    unknown (``ObserveLiteLLM``)."""
+
+    UNREACHABLE = "LiteLLMUnreachable"  # no answer: a timeout, a refused or reset connection
+    SERVER_ERROR = "LiteLLMServerError"  # a 5xx, a 408 or 429, an answer past the client's bounds
+    DUPLICATE_ID = "LiteLLMDuplicateId"  # a create answered with LiteLLM's 500 for an existing id
+
+
 class Reason(StrEnum):
     # published
     PUBLISHED = "Published"

@@ -20,6 +20,7 @@ from catalog_core.commands import (
     DeleteLiteLLMModel,
     EmitKubernetesEvent,
     EvictPod,
+    ObserveLiteLLM,
     PatchAgentTemplate,
     ProbeRuntime,
     RecreateLiteLLMModel,
@@ -41,7 +42,9 @@ from catalog_core.events import (
 )
 from catalog_core.evolve import evolve
 from catalog_core.fold import step
+from catalog_core.gates import Gate
 from catalog_core.kinds import ROLLABLE_BY_NAME
+from catalog_core.reasons import LiteLLMWait
 from catalog_core.redact import redact_for_source
 from catalog_core.rules.health import FAILURES_TO_WITHDRAW
 from catalog_core.sources.litellm_row import observed_row
@@ -77,6 +80,9 @@ class SimulatedWorld:
     evicted: list[str] = attrs.field(factory=list)
     events: list[EmitKubernetesEvent] = attrs.field(factory=list)
     writes: list[Command] = attrs.field(factory=list)  # every write carried out, in order
+    # The observer of a run without ``Gate.PLANNED_LITELLM_READS``: it read LiteLLM after each write by
+    # itself, so each write is answered with its outcome and a read of every row.
+    reads_after_writes: bool = False
 
     def rows_event(self) -> LiteLLMRowsObserved:
         return LiteLLMRowsObserved(tuple(observed_row(self.info_row(k)) for k in sorted(self.rows)))
@@ -89,10 +95,11 @@ class SimulatedWorld:
             return row
         return {**row, "model_info": {**known, **row.get("model_info", {})}}
 
-    def execute(self, command: Command, *, reread: bool = True) -> list[Event]:
-        """Carry out one command; the events the real adapter would report. ``reread``: a LiteLLM write
-        is followed by a read of every row, as the observer does after writes (``converge`` reads once
-        per round instead)."""
+    def execute(self, command: Command) -> list[Event]:
+        """Carry out one command; the events the real adapter would report. LiteLLM is read again only
+        when the core plans it (``ObserveLiteLLM``), as the observer does."""
+        if isinstance(command, ObserveLiteLLM):
+            return [self.rows_event()]
         done = CommandCompleted(command.key, command.id, Outcome.APPLIED)
         if isinstance(command, CreateLiteLLMModel | UpdateLiteLLMModel | RecreateLiteLLMModel):
             body = {
@@ -102,8 +109,11 @@ class SimulatedWorld:
             }
             exists = command.model_id in self.rows
             if isinstance(command, CreateLiteLLMModel) and exists:
-                # LiteLLM answers 500 on a duplicate id; the adapter re-observes and retries.
-                return [evolve(done, outcome=Outcome.RETRY, retry_after=1.0), self.rows_event()]
+                # LiteLLM answers 500 on a duplicate id: the core reads LiteLLM again and the write waits.
+                refused = evolve(
+                    done, outcome=Outcome.RETRY, retry_after=1.0, reason=LiteLLMWait.DUPLICATE_ID
+                )
+                return [refused, self.rows_event()] if self.reads_after_writes else [refused]
             if isinstance(command, UpdateLiteLLMModel):
                 if not exists:
                     return [evolve(done, outcome=Outcome.GONE)]
@@ -115,12 +125,11 @@ class SimulatedWorld:
                 }
             self.rows[command.model_id] = body
             self.writes.append(command)
-            # The observer re-reads /model/info after writes (LiteLLM may have filled fields in).
-            return [done, self.rows_event()] if reread else [done]
+            return [done, self.rows_event()] if self.reads_after_writes else [done]
         if isinstance(command, DeleteLiteLLMModel):
             if self.rows.pop(command.model_id, None) is not None:
                 self.writes.append(command)
-            return [done, self.rows_event()] if reread else [done]
+            return [done, self.rows_event()] if self.reads_after_writes else [done]
         if isinstance(command, CreateCatalogPlaceholder):
             if self.catalog is not None:
                 return [done]  # the API server's 409 AlreadyExists: nothing to do
@@ -266,10 +275,12 @@ def converge(
         for command in commands:
             if isinstance(command, ProbeRuntime):
                 probed[command.runtime] = probed.get(command.runtime, 0) + 1
-            pending.extend(world.execute(command, reread=False))
-        if any(isinstance(c, _LITELLM_WRITES) for c in commands):
-            # One read of every row after the round's writes, as the observer's debounce coalesces a
-            # burst's re-reads: a read per write cost O(rows) each, O(n^2) to converge n models.
+            pending.extend(world.execute(command))
+        if Gate.PLANNED_LITELLM_READS not in state.config.gates and any(
+            isinstance(c, _LITELLM_WRITES) for c in commands
+        ):
+            # A run whose observer read LiteLLM by itself: one read after the round's writes, as its
+            # debounce coalesced a burst's re-reads.
             pending.append(world.rows_event())
         if settled:
             for event in pending:  # the answers, as known already: fold them, nothing more to plan

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from catalog_core.commands import ApiKeyRef, Command
+from catalog_core.commands import ApiKeyRef, Command, ReadReason
 from catalog_core.config import CatalogConfig
 from catalog_core.damping import Damping
 from catalog_core.events import SourceKind
@@ -289,6 +289,12 @@ class LiteLLMView:
     # A write was applied that no observation has covered yet: LiteLLM fills limits in from its model map,
     # so the row it holds is known only after the next /model/info (the catalog waits for it).
     unobserved_writes: bool = False
+    # When a tick first found ``unobserved_writes`` (None: none): while writes are still in flight the
+    # re-read waits for them, but never longer than ``plan.REREAD_MAX_DELAY`` after this.
+    unobserved_since: float | None = None
+    # A write's answer left what LiteLLM holds, or its status, unknown: the reason to read it again at once
+    # (None: nothing is unknown). Any observation settles it.
+    unconfirmed: ReadReason | None = None
     rows: PMap[LiteLLMRow] = attrs.field(factory=empty)
     rows_by_logical: PMap[frozenset[str]] = attrs.field(factory=empty)  # logical name -> row ids
 

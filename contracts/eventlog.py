@@ -113,6 +113,7 @@ COMMAND_TAGS: Final[Mapping[type, str]] = {
     cmd.ProbeRuntime: "runtime-probe",
     cmd.EmitKubernetesEvent: "kubernetes-event",
     cmd.WatchSecrets: "secrets-watch",
+    cmd.ObserveLiteLLM: "observe-litellm",
 }
 API_KEY_REF_TAGS: Final[Mapping[type, str]] = {
     cmd.LiteralKey: "literal",

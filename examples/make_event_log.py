@@ -47,6 +47,7 @@ from catalog_core.commands import Command, ProbeRuntime
 from catalog_core.config import CatalogConfig
 from catalog_core.events import Event, RuntimeProbed, SourceKind
 from catalog_core.fold import initial_state
+from catalog_core.gates import Gate
 from catalog_core.registry import CATALOG_KINDS
 from contracts.kinds import sources_of
 
@@ -91,9 +92,10 @@ def _find(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 def generate(out: Path, config: CatalogConfig | None = None) -> Recorder:
     config = config if config is not None else CatalogConfig()
-    settings = RecorderSettings(out, max_bytes=64 * 1024 * 1024, max_files=1, snapshot_every=40, ring_size=0)
+    settings = RecorderSettings(out, max_bytes=64 * 1024 * 1024, max_files=1, snapshot_every=38, ring_size=0)
     shell = SimulatedShell(config, now=START)
     world = shell.world
+    world.reads_after_writes = Gate.PLANNED_LITELLM_READS not in config.gates
 
     def execute(command: Command) -> list[Event]:
         # The simulated world answers probes of unhealthy runtimes vaguely; say what a real probe would.

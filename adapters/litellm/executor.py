@@ -10,10 +10,10 @@ command and says what LiteLLM's answer means:
 |                                                |          | mended outside (the key, its role); its     |
 |                                                |          | text is never kept (it quotes the key)      |
 | update: 404 from LiteLLM, 400 "model not found"| gone     | the core re-plans a create                  |
-| create: 500 (LiteLLM's duplicate-id answer)    | retry    | short backoff, re-observe at once           |
+| create: 500 (LiteLLM's duplicate-id answer)    | retry    | short backoff; the core reads LiteLLM again |
 | delete: 400 "... not found ..."                | applied  | the row is gone: what we wanted             |
-| 408 / 429 / 5xx, timeout, refused, reset       | retry    | capped exponential backoff with jitter,     |
-|                                                |          | the observer is told LiteLLM looks down     |
+| 408 / 429 / 5xx, timeout, refused, reset       | retry    | capped exponential backoff with jitter;     |
+|                                                |          | the core reads LiteLLM again to confirm it  |
 | an answer past the client's ``AnswerBounds``   | retry    | the same, LiteLLM reported as erroring      |
 | other 4xx (400 / 404 / 409 / 422 ...)          | terminal | ``LiteLLMRejected`` with a short detail     |
 | the API key's value is not in the vault (yet)  | retry    | ``SecretNotFound``, names the Secret        |
@@ -24,8 +24,9 @@ changed) starts again from the base.
 ``terminal`` is left for what only a change of the input can mend (LiteLLM refusing the route itself).
 
 ``RecreateLiteLLMModel`` is a delete then a create (LiteLLM's updates merge, so a field can only be
-dropped by a fresh row); when the delete succeeded but the create did not, a re-observation is asked
-for so the core learns the row is gone.
+dropped by a fresh row); one that does not complete makes the core read LiteLLM again (the delete may
+have applied). Which outcomes leave something for a re-read to find out is the core's rule
+(``catalog_core.fold._left_unknown``): this module only reports outcomes.
 
 Details never carry a secret: only LiteLLM's error message (pydantic's echoed ``input`` is never read)
 and, as a last line of defence, every known secret value (the api key sent, the master key) is
@@ -38,16 +39,15 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Awaitable, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from adapters.backoff import KeyedBackoff
 from adapters.litellm.client import TOO_LARGE, Answer, LiteLLMClient, LiteLLMTransportError
-from adapters.litellm.observer import PeerStatus, status_of_http
 from adapters.litellm.scrub import safe_text, scrub
+from adapters.litellm.sync import LiteLLMShared, PeerStatus, status_of_http
 from adapters.vault import SecretVault
 from catalog_core.commands import (
     ApiKeyRef,
@@ -61,7 +61,7 @@ from catalog_core.commands import (
     UpdateLiteLLMModel,
 )
 from catalog_core.events import CommandCompleted, Event, Outcome
-from catalog_core.reasons import Reason
+from catalog_core.reasons import LiteLLMWait, Reason
 from catalog_core.urls import credential_parts
 from catalog_core.values import is_env_reference
 
@@ -76,9 +76,9 @@ RETRY_CAP_SECONDS = 300.0  # the default of CATALOG_WRITE_RETRY_MAX_SECONDS
 class RetryReason(StrEnum):
     """Reasons on ``retry`` outcomes (informational: the core only reads reasons of terminal ones)."""
 
-    UNREACHABLE = "LiteLLMUnreachable"
-    SERVER_ERROR = "LiteLLMServerError"
-    DUPLICATE_ID = "LiteLLMDuplicateId"
+    UNREACHABLE = LiteLLMWait.UNREACHABLE.value
+    SERVER_ERROR = LiteLLMWait.SERVER_ERROR.value
+    DUPLICATE_ID = LiteLLMWait.DUPLICATE_ID.value
     SECRET_NOT_FOUND = Reason.SECRET_NOT_FOUND.value
 
 
@@ -97,7 +97,6 @@ class Mapped:
     detail: str = ""
     peer: PeerStatus = PeerStatus.OK  # what the answer says about LiteLLM itself
     short_retry: bool = False  # use the short (duplicate-id) backoff
-    reobserve: bool = False
 
 
 def classify(op: Op, answer: Answer | LiteLLMTransportError) -> Mapped:
@@ -125,7 +124,7 @@ def classify(op: Op, answer: Answer | LiteLLMTransportError) -> Mapped:
         return Mapped(Outcome.APPLIED, "", what)
     if op is Op.CREATE and status == 500:
         # LiteLLM answers an existing id with an opaque 500: look again, the core will see the row.
-        return Mapped(Outcome.RETRY, RetryReason.DUPLICATE_ID, what, short_retry=True, reobserve=True)
+        return Mapped(Outcome.RETRY, RetryReason.DUPLICATE_ID, what, short_retry=True)
     if status >= 500 or status in _RETRYABLE_4XX:
         peer = status_of_http(status) if status >= 500 else PeerStatus.OK
         return Mapped(Outcome.RETRY, RetryReason.SERVER_ERROR, what, peer)
@@ -140,44 +139,6 @@ def _model_not_found(answer: Answer) -> bool:
     if answer.status == 404:
         return has_error_object
     return answer.status == 400 and "model not found" in answer.error_message().lower()
-
-
-class WriteHooks(Protocol):
-    """What the executor tells the observer (``LiteLLMObserver`` implements it)."""
-
-    def answered(self) -> AbstractAsyncContextManager[None]: ...
-
-    def wrote(self) -> None: ...
-
-    def reobserve(self) -> None: ...
-
-    def present(self, model_id: str) -> None: ...
-
-    def absent(self, model_id: str) -> None: ...
-
-    def write_answered(self, status: PeerStatus, detail: str = "") -> None: ...
-
-
-class NoHooks:
-    """For an executor without an observer (tools, tests of the mapping alone)."""
-
-    def answered(self) -> AbstractAsyncContextManager[None]:
-        return nullcontext()
-
-    def wrote(self) -> None:
-        pass
-
-    def reobserve(self) -> None:
-        pass
-
-    def present(self, model_id: str) -> None:
-        pass
-
-    def absent(self, model_id: str) -> None:
-        pass
-
-    def write_answered(self, status: PeerStatus, detail: str = "") -> None:
-        pass
 
 
 def describe_key(ref: ApiKeyRef) -> str:
@@ -196,7 +157,7 @@ class LiteLLMExecutor:
         self,
         client: LiteLLMClient,
         vault: SecretVault,
-        hooks: WriteHooks | None = None,
+        shared: LiteLLMShared | None = None,
         *,
         backoff: KeyedBackoff | None = None,
         duplicate_backoff: KeyedBackoff | None = None,
@@ -204,7 +165,9 @@ class LiteLLMExecutor:
     ) -> None:
         self._client = client
         self._vault = vault
-        self._hooks: WriteHooks = hooks or NoHooks()
+        # Shared with the observer (``observer.shared``); a writer without one (a tool, a test of the
+        # mapping alone) has its own, which nothing else takes.
+        self._shared = shared or LiteLLMShared()
         self._backoff = backoff or KeyedBackoff(base=0.5, cap=retry_cap)
         self._duplicate_backoff = duplicate_backoff or KeyedBackoff(base=0.5, cap=5.0)
 
@@ -246,7 +209,7 @@ class LiteLLMExecutor:
         if isinstance(command, DeleteLiteLLMModel):
             rid = command.model_id
             mapped = await self._send(Op.DELETE, rid, self._client.delete(rid), secrets)
-            async with self._hooks.answered():
+            async with self._shared.answered():
                 return self._complete(command, mapped)
 
         api_key: str | None = None
@@ -275,13 +238,11 @@ class LiteLLMExecutor:
         else:
             mapped = await self._send(Op.DELETE, rid, self._client.delete(rid), secrets)
             if mapped.outcome is Outcome.APPLIED:
+                # The old row is gone; if the create fails, the core reads LiteLLM again to see it gone.
                 mapped = await self._send(Op.CREATE, rid, self._client.new(body), secrets)
-                if mapped.outcome is not Outcome.APPLIED and not mapped.reobserve:
-                    # The old row is gone but no new one exists: the core must see that.
-                    self._hooks.reobserve()
         # The outcome is built under a share of the lock, taken once the write was answered: after the
         # event of any poll in progress then (see sync.py). The request itself waited for nothing.
-        async with self._hooks.answered():
+        async with self._shared.answered():
             return self._complete(command, mapped)
 
     def _secrets(self, command: Command) -> list[str]:
@@ -302,7 +263,8 @@ class LiteLLMExecutor:
     async def _send(self, op: Op, model_id: str, call: Awaitable[Answer], secrets: Sequence[str]) -> Mapped:
         """Send, classify, and make the detail safe (scrubbed, then shortened) before it goes anywhere.
         The observer learns whether LiteLLM now holds the row: a listing that leaves out a row it holds
-        (one hidden as unhealthy) then makes it look the row up instead of reading it as missing."""
+        (one hidden as unhealthy) then makes it look the row up instead of reading it as missing. Whether
+        LiteLLM is read again after this answer is the core's to plan, from the outcome."""
         try:
             answer: Answer | LiteLLMTransportError = await call
         except LiteLLMTransportError as exc:
@@ -310,14 +272,11 @@ class LiteLLMExecutor:
         mapped = classify(op, answer)
         mapped = attrs.evolve(mapped, detail=safe_text(mapped.detail, secrets))
         if mapped.outcome is Outcome.APPLIED:
-            (self._hooks.absent if op is Op.DELETE else self._hooks.present)(model_id)
+            (self._shared.absent if op is Op.DELETE else self._shared.present)(model_id)
         elif mapped.reason == RetryReason.DUPLICATE_ID:
-            self._hooks.present(model_id)
-        if isinstance(answer, Answer):
-            self._hooks.wrote()
-        self._hooks.write_answered(mapped.peer, mapped.detail if mapped.peer is not PeerStatus.OK else "")
-        if mapped.reobserve:
-            self._hooks.reobserve()
+            self._shared.present(model_id)
+        detail = mapped.detail if mapped.peer is not PeerStatus.OK else ""
+        self._shared.health.report(mapped.peer, detail, via="write")
         return mapped
 
     def _complete(

@@ -1,29 +1,34 @@
-"""The LiteLLM observer: polls ``GET /model/info`` and sends what it sees (a ``Source``).
+"""The LiteLLM observer: reads ``GET /model/info`` and sends what it sees (a ``Source``), and carries out
+the core's re-reads (the executor of ``ObserveLiteLLM``).
 
-Polls happen every ``resync_seconds``, shortly after the executor's writes (debounced), at once when the
-executor asks (a 500 on create: the row probably exists), and with backoff while LiteLLM is unreachable.
+Two kinds of read, one poll: the observer's own resync every ``resync_seconds`` (with backoff while
+LiteLLM does not answer), as a watch relists; and the re-read the core plans after writes, or when a
+write's answer left what LiteLLM holds or its status unknown (``catalog_core.plan._reread``: the core
+coalesces a burst of writes into one, so the event log shows each re-read and a replay reproduces it).
+A planned re-read waits at most ``POLL_COST_FACTOR`` times as long as the last poll took after it (never
+more than ``MAX_PACE_SECONDS``): the pace of its execution, as the command queue paces a key's writes;
+whether and when a re-read is wanted is the core's. Its answer is the observation: ``LiteLLMRowsObserved``,
+or ``LiteLLMUnreachable`` (sent for a planned read even when the status did not change, so the core
+learns the read is over; the resync sends it only when the status changes).
 Rows are reduced with ``observed_row`` (``whitelist_row``, and no limit LiteLLM took from another row
 for one of ours) before they become an event: credentials in other rows' params never enter the core.
-A failed poll becomes ``LiteLLMUnreachable`` — sent only when the status changes.
 
 The listing is not always every row: with ``model_list_healthy_only`` (newer releases) LiteLLM leaves out
 the rows of a model name whose deployments all failed its background health check. Read as missing, such
 a row would be created again (LiteLLM refuses: the id exists) for as long as it stays unhealthy. So a
-row LiteLLM is known to hold (listed before, written by us, or refused as an existing id) that the
-listing leaves out is looked up by id (``info_of``, which no listing filter applies to): found, it is
-observed as it is; "not found", it is gone.
+row LiteLLM is known to hold (listed before, written by us, or refused as an existing id:
+``LiteLLMShared.held``, which the writer fills in) that the listing leaves out is looked up by id
+(``info_of``, which no listing filter applies to): found, it is observed as it is; "not found", it is gone.
 
-The observer is also the executor's ``WriteHooks``: a write's outcome is computed under its lock
-shared, polls hold it exclusively (see ``adapters.litellm.sync`` for why that keeps every observation
-at least as new as every outcome folded before it).
+The writer and the observer share ``LiteLLMShared`` (``adapters.litellm.sync``): a write's outcome is
+built under its lock shared, polls hold it exclusively, which keeps every observation at least as new as
+every outcome folded before it. That is an adapter-internal detail: it decides no read.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
-from enum import StrEnum
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -34,72 +39,30 @@ from adapters.backoff import Backoff
 from adapters.collector import CollectorPause
 from adapters.litellm.client import TOO_LARGE, Answer, LiteLLMClient, LiteLLMTransportError, parse_body
 from adapters.litellm.scrub import safe_text
-from adapters.litellm.sync import SharedExclusiveLock
-from catalog_core.events import Event, LiteLLMRowsObserved, LiteLLMUnreachable
+from adapters.litellm.sync import LiteLLMShared, PeerHealth, PeerStatus, status_of_http
+from catalog_core.commands import Command, ObserveLiteLLM
+from catalog_core.events import CommandCompleted, Event, LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
 from catalog_core.sources.litellm_row import observed_row
 
 log = logging.getLogger("model_catalog.litellm")
 
+__all__ = ["LiteLLMObserver", "PeerHealth", "PeerStatus", "no_models_loaded", "status_of_http"]
+
 DEFAULT_RESYNC_SECONDS = 30.0
-DEFAULT_DEBOUNCE_SECONDS = 0.2
-DEFAULT_MAX_DEBOUNCE_SECONDS = 2.0
 UNREACHABLE_POLL_CAP = 10.0  # seconds: the longest wait between polls while LiteLLM does not answer
 # Rows left out of a listing that one poll looks up by id (~15 ms each): the others are observed as they
 # were last looked up (a row never looked up yet counts as missing until its turn, which comes first).
 MAX_LOOKUPS_PER_POLL = 100
-# A poll after writes waits at least this many times as long as the last poll took, so re-reading every
+# A planned re-read waits at least this many times as long as the last poll took, so re-reading every
 # row after writes takes at most ~1/10 of the time: at 10,000 rows a poll takes ~0.1 s, and polls hold
-# the writes back (see sync) and keep the loop busy. At a hundred rows it is a few ms: no wait to speak of.
-# Never more than ``max_debounce_seconds``: a slow answer must not delay seeing the writes for longer.
+# the writes' outcomes back (see sync) and keep the loop busy. At a hundred rows it is a few ms: no wait
+# to speak of. Never more than MAX_PACE_SECONDS: a slow answer must not delay seeing the writes longer.
 POLL_COST_FACTOR = 10.0
-
-
-class PeerStatus(StrEnum):
-    OK = "ok"
-    UNAUTHORIZED = "unauthorized"
-    UNREACHABLE = "unreachable"
-    ERROR = "error"
-
-
-def status_of_http(status: int) -> PeerStatus:
-    if status in (401, 403):
-        return PeerStatus.UNAUTHORIZED
-    if status in (502, 503, 504):
-        return PeerStatus.UNREACHABLE
-    return PeerStatus.ERROR
-
-
-class PeerHealth:
-    """What we last knew of LiteLLM, from polls and writes alike; logs each transition once."""
-
-    def __init__(self) -> None:
-        self.status: PeerStatus = PeerStatus.OK
-        self.detail = ""
-
-    def report(self, status: PeerStatus, detail: str = "", *, via: str) -> bool:
-        """Record an observation; True (and one log line) when the status changed."""
-        if status is self.status:
-            self.detail = detail
-            return False
-        previous, self.status, self.detail = self.status, status, detail
-        if status is PeerStatus.OK:
-            log.info("LiteLLM is answering again (was %s, seen by a %s)", previous.value, via)
-        elif status is PeerStatus.UNAUTHORIZED:
-            log.error(
-                "LiteLLM rejects the master key (seen by a %s: %s): LiteLLM writes are retried with "
-                "backoff until it is accepted; check LITELLM_MASTER_KEY and its role in LiteLLM",
-                via,
-                detail,
-            )
-        elif status is PeerStatus.UNREACHABLE:
-            log.warning("LiteLLM is unreachable (seen by a %s: %s); retrying with backoff", via, detail)
-        else:
-            log.warning("LiteLLM answers with errors (seen by a %s: %s); retrying with backoff", via, detail)
-        return True
+MAX_PACE_SECONDS = 2.0
 
 
 class LiteLLMObserver:
-    """``Source`` of ``LiteLLMRowsObserved`` / ``LiteLLMUnreachable``, and the executor's ``WriteHooks``."""
+    """``Source`` of ``LiteLLMRowsObserved`` / ``LiteLLMUnreachable``; executor of ``ObserveLiteLLM``."""
 
     name = "litellm"
 
@@ -108,127 +71,81 @@ class LiteLLMObserver:
         client: LiteLLMClient,
         *,
         resync_seconds: float = DEFAULT_RESYNC_SECONDS,
-        debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
-        max_debounce_seconds: float = DEFAULT_MAX_DEBOUNCE_SECONDS,
+        max_pace_seconds: float = MAX_PACE_SECONDS,
         backoff: Backoff | None = None,
         pause_collector: bool = False,
+        shared: LiteLLMShared | None = None,
     ) -> None:
         """``pause_collector``: keep the garbage collector off while an answer is parsed and reduced
-        (``adapters.collector``; process-wide, so for a host that lets the catalog manage it)."""
+        (``adapters.collector``; process-wide, so for a host that lets the catalog manage it).
+        ``shared``: what the LiteLLM writer shares with it (default: its own; hand ``shared`` to the
+        writer)."""
         if resync_seconds <= 0:
             raise ValueError("resync_seconds must be > 0")
         self._client = client
         self.resync_seconds = resync_seconds
-        self.debounce_seconds = debounce_seconds
-        self.max_debounce_seconds = max(max_debounce_seconds, debounce_seconds)
+        self.max_pace_seconds = max_pace_seconds
         # While LiteLLM is down it is looked at again within UNREACHABLE_POLL_CAP seconds: the core
         # retries the writes held back by the outage as soon as a poll sees it answering again.
         self._backoff = backoff or Backoff(base=0.5, cap=max(1.0, min(resync_seconds, UNREACHABLE_POLL_CAP)))
-        self.lock = SharedExclusiveLock()
-        self.health = PeerHealth()
+        self.shared = shared or LiteLLMShared()
+        self.lock = self.shared.lock
+        self.health = self.shared.health
         self._told: PeerStatus | None = None  # what the core was last told (None: nothing yet)
         self._next_resync = float("-inf")  # the first poll is due at once
-        self._urgent = False
-        self._first_write: float | None = None  # first write not yet covered by a poll
-        self._last_write = 0.0
-        # No write is under way or waiting since the last one answered (the host says so: writes_settled),
-        # so the debounce has nothing left to gather.
-        self._writes_settled = False
         self._last_poll_end = float("-inf")
         self._last_poll_cost = 0.0  # seconds the last poll that saw rows took
-        self._wake = anyio.Event()
+        self._send: ObjectSendStream[Event] | None = None
         self.polls = 0
         self.lookups = 0  # rows left out of a listing, looked up by id
         self.collector = CollectorPause(pause_collector)
-        # Ids LiteLLM holds as far as we know: listed, written, or refused as existing. Forgotten only
-        # once a lookup says "not found" or our delete was applied.
-        self._held: set[str] = set()
         # Held rows a listing left out: as last looked up, and the poll that looked each one up.
         self._hidden: dict[str, Mapping[str, Any]] = {}
         self._looked_up: dict[str, int] = {}
 
-    # --- WriteHooks, used by the executor
-    def answered(self) -> AbstractAsyncContextManager[None]:
-        """Hold while the outcome of a write that got its answer is computed (see sync)."""
-        return self.lock.shared()
-
-    def wrote(self) -> None:
-        """A write got an answer: poll ``debounce_seconds`` after the last of a burst (at most
-        ``max_debounce_seconds`` after the first), and no sooner than ``POLL_COST_FACTOR`` times the
-        last poll's duration after it."""
-        now = anyio.current_time()
-        self._last_write = now
-        self._writes_settled = False
-        if self._first_write is None:
-            self._first_write = now
-        self._poke()
-
-    def writes_settled(self) -> None:
-        """Every write answered so far is the last for now: none is under way or waiting to go out. The
-        poll that covers them is then due as soon as its pace allows, not ``debounce_seconds`` later: the
-        debounce only gathers writes that are still coming, and the catalog waits for this poll (LiteLLM
-        fills in a new row's limits), so it would only delay a publication (P2, P8's first start)."""
-        if self._first_write is None:
-            return
-        self._writes_settled = True
-        self._poke()
-
-    def reobserve(self) -> None:
-        """Poll as soon as possible (e.g. after a 500 on create: the row is probably there)."""
-        self._urgent = True
-        self._poke()
-
-    def present(self, model_id: str) -> None:
-        """LiteLLM holds this row (a write of it applied, or a create refused as an existing id): a
-        listing that leaves it out makes the next poll look it up."""
-        self._held.add(model_id)
-
-    def absent(self, model_id: str) -> None:
-        """Our delete of this row applied: a listing without it is what we expect."""
-        self._held.discard(model_id)
-
-    def write_answered(self, status: PeerStatus, detail: str = "") -> None:
-        """What a write learned about LiteLLM. A change from what the core was told makes the next
-        poll due now, so the observer confirms it and tells the core (once)."""
-        self.health.report(status, detail, via="write")
-        if status is not self._told:
-            self.reobserve()
+    @property
+    def _held(self) -> set[str]:
+        return self.shared.held
 
     # --- the Source
     async def run(self, send: ObjectSendStream[Event]) -> None:
+        self._send = send
         while True:
-            await self._wait_until_due()
-            await self.poll_once(send)
+            delay = self._next_resync - anyio.current_time()
+            if delay > 0:
+                await anyio.sleep(delay)
+            if anyio.current_time() >= self._next_resync:  # a planned read meanwhile moved the resync
+                await self.poll_once(send)
 
-    def poll_wanted(self) -> bool:
-        """A write or a re-observation request is not yet covered by a poll."""
-        return self._urgent or self._first_write is not None
+    # --- the Executor of the core's re-reads
+    def handles(self, command: Command) -> bool:
+        return isinstance(command, ObserveLiteLLM)
 
-    def next_due(self) -> float:
-        """When the next poll is due (anyio clock)."""
-        if self._urgent:
-            return float("-inf")
-        due = self._next_resync
-        if self._first_write is not None:
-            debounced = (
-                self._last_write
-                if self._writes_settled
-                else min(
-                    self._last_write + self.debounce_seconds, self._first_write + self.max_debounce_seconds
-                )
-            )
-            pace = min(POLL_COST_FACTOR * self._last_poll_cost, self.max_debounce_seconds)
-            paced = self._last_poll_end + pace
-            due = min(due, max(debounced, paced))
-        return due
+    async def execute(self, command: Command) -> Sequence[Event]:
+        """Read LiteLLM now (at the pace above); the answer, the observation, goes into the stream before
+        the lock is released, so nothing is returned. Before the source runs, there is no stream yet: the
+        read waits a moment and is planned again."""
+        if not isinstance(command, ObserveLiteLLM):
+            return [CommandCompleted(command.key, command.id, Outcome.TERMINAL, detail="not a LiteLLM read")]
+        send = self._send
+        if send is None:
+            return [CommandCompleted(command.key, command.id, Outcome.RETRY, retry_after=0.5)]
+        wait = self.read_not_before() - anyio.current_time()
+        if wait > 0:
+            await anyio.sleep(wait)
+        await self.poll_once(send, planned=True)
+        return []
 
-    async def poll_once(self, send: ObjectSendStream[Event]) -> bool:
-        """One exclusive poll; its event is sent before the lock is released. True when rows were seen."""
+    def read_not_before(self) -> float:
+        """When a planned re-read may go (anyio clock): ``POLL_COST_FACTOR`` times the last poll's cost
+        after it ended, never more than ``max_pace_seconds``."""
+        return self._last_poll_end + min(POLL_COST_FACTOR * self._last_poll_cost, self.max_pace_seconds)
+
+    async def poll_once(self, send: ObjectSendStream[Event], *, planned: bool = False) -> bool:
+        """One exclusive poll; its event is sent before the lock is released. True when rows were seen.
+        ``planned``: the core's re-read, which always gets an answer (an unchanged failing status too)."""
         async with self.lock.exclusive():
             # Every write answered before this point is covered by the GET below.
-            self._urgent = False
-            self._first_write = None
-            self._writes_settled = False
             self.polls += 1
             began = anyio.current_time()
             event, status, detail = await self._observe()
@@ -245,7 +162,7 @@ class LiteLLMObserver:
             if event is not None:
                 await send.send(event)
                 self._told = PeerStatus.OK
-            elif status is not self._told:
+            elif planned or status is not self._told:
                 await send.send(LiteLLMUnreachable(reason=status.value, detail=detail))
                 self._told = status
             return event is not None
@@ -319,18 +236,6 @@ class LiteLLMObserver:
         if self._hidden:
             log.debug("%d row(s) left out of /model/info are held by LiteLLM", len(self._hidden))
         return list(self._hidden.values())
-
-    def _poke(self) -> None:
-        self._wake.set()
-
-    async def _wait_until_due(self) -> None:
-        while True:
-            self._wake = anyio.Event()
-            delay = self.next_due() - anyio.current_time()
-            if delay <= 0:
-                return
-            with anyio.move_on_after(delay):
-                await self._wake.wait()
 
 
 # A LiteLLM started with no models in its config and none in its database has no router yet: its

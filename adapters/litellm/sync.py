@@ -20,10 +20,14 @@ observation.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from enum import StrEnum
 
 import anyio
+
+log = logging.getLogger("model_catalog.litellm")
 
 
 class SharedExclusiveLock:
@@ -73,3 +77,74 @@ class SharedExclusiveLock:
                 async with self._cond:
                     self._exclusive = False
                     self._cond.notify_all()
+
+
+class PeerStatus(StrEnum):
+    OK = "ok"
+    UNAUTHORIZED = "unauthorized"
+    UNREACHABLE = "unreachable"
+    ERROR = "error"
+
+
+def status_of_http(status: int) -> PeerStatus:
+    if status in (401, 403):
+        return PeerStatus.UNAUTHORIZED
+    if status in (502, 503, 504):
+        return PeerStatus.UNREACHABLE
+    return PeerStatus.ERROR
+
+
+class PeerHealth:
+    """What we last knew of LiteLLM, from polls and writes alike; logs each transition once."""
+
+    def __init__(self) -> None:
+        self.status: PeerStatus = PeerStatus.OK
+        self.detail = ""
+
+    def report(self, status: PeerStatus, detail: str = "", *, via: str) -> bool:
+        """Record an observation; True (and one log line) when the status changed."""
+        if status is self.status:
+            self.detail = detail
+            return False
+        previous, self.status, self.detail = self.status, status, detail
+        if status is PeerStatus.OK:
+            log.info("LiteLLM is answering again (was %s, seen by a %s)", previous.value, via)
+        elif status is PeerStatus.UNAUTHORIZED:
+            log.error(
+                "LiteLLM rejects the master key (seen by a %s: %s): LiteLLM writes are retried with "
+                "backoff until it is accepted; check LITELLM_MASTER_KEY and its role in LiteLLM",
+                via,
+                detail,
+            )
+        elif status is PeerStatus.UNREACHABLE:
+            log.warning("LiteLLM is unreachable (seen by a %s: %s); retrying with backoff", via, detail)
+        else:
+            log.warning("LiteLLM answers with errors (seen by a %s: %s); retrying with backoff", via, detail)
+        return True
+
+
+class LiteLLMShared:
+    """What the LiteLLM writer and the LiteLLM observer share, inside the adapter: the lock above, the ids
+    LiteLLM holds as far as the writes know, and what was last known of LiteLLM's health (for its log
+    lines). None of it decides whether or when LiteLLM is read: the core plans each re-read
+    (``ObserveLiteLLM``) from the outcomes the writes report.
+
+    ``held`` serves the listing filter of newer releases (``model_list_healthy_only``): a row a listing
+    leaves out is looked up by id only if LiteLLM is known to hold it (the observer's module docstring)."""
+
+    def __init__(self) -> None:
+        self.lock = SharedExclusiveLock()
+        self.health = PeerHealth()
+        self.held: set[str] = set()  # forgotten once a lookup says "not found" or our delete applied
+
+    def answered(self) -> AbstractAsyncContextManager[None]:
+        """Hold while the outcome of a write that got its answer is built (see the module docstring)."""
+        return self.lock.shared()
+
+    def present(self, model_id: str) -> None:
+        """LiteLLM holds this row: a write of it applied, or a create was refused as an existing id."""
+        self.held.add(model_id)
+
+    def absent(self, model_id: str) -> None:
+        """Our delete of this row applied: a listing without it is what we expect."""
+        self.held.discard(model_id)

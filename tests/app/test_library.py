@@ -185,10 +185,12 @@ async def test_the_documented_embedding_example_runs(
                 )
 
 
-async def test_a_new_row_is_published_without_waiting_out_the_write_debounce(kube_client: Any) -> None:
-    """The catalog waits for a poll of LiteLLM after a row is created (LiteLLM fills in its limits). Once
-    that write is answered and no other is planned, the poll goes out at once: with a debounce of a
-    minute, the model is still published within seconds."""
+async def test_a_new_row_is_published_after_the_read_the_core_plans_once_the_write_is_answered(
+    kube_client: Any,
+) -> None:
+    """The catalog waits for a read of LiteLLM after a row is created (LiteLLM fills in its limits). Once
+    that write is answered and no other is in flight, the core plans the read at once: with the observer's
+    own resync ten minutes away, the model is still published within seconds, after exactly one read."""
     await install_crds(kube_client)
     ns, appliance_ns = await create_namespace(kube_client), await create_namespace(kube_client, "mcsys")
     fake = FakeLiteLLM()
@@ -200,7 +202,7 @@ async def test_a_new_row_is_published_without_waiting_out_the_write_debounce(kub
         litellm_transport=httpx.MockTransport(fake.handle),
         catalog_min_write_interval=0.0,
     )
-    catalog.observer.debounce_seconds = catalog.observer.max_debounce_seconds = 60.0
+    catalog.observer.resync_seconds = 600.0
     async with anyio.create_task_group() as host:
         await host.start(catalog.run)
         with anyio.fail_after(20):
@@ -218,5 +220,5 @@ async def test_a_new_row_is_published_without_waiting_out_the_write_debounce(kub
         )
         assert view.route("qwen")[0]["state"] == "published"
         assert "ai-appliance-kubeai-qwen" in {r["model_info"]["id"] for r in (await fake_rows(fake))}
-        assert catalog.observer.polls == polls + 1  # one poll covered the write: no extra re-reads
+        assert catalog.observer.polls == polls + 1  # the planned read covered the write: no other
         host.cancel_scope.cancel()

@@ -166,13 +166,13 @@ class RefusingWorld(SimulatedWorld):
         self.refuse: dict[str, tuple[str, str]] = {}
         self.refused: list[Command] = []
 
-    def execute(self, command: Command, *, reread: bool = True) -> list[Event]:
+    def execute(self, command: Command) -> list[Event]:
         for prefix, (reason, detail) in self.refuse.items():
             if command.key.startswith(prefix):
                 self.refused.append(command)
                 # A long backoff: ``converge`` reaches a fixed point first; ``when_due`` goes to its end.
                 return [CommandCompleted(command.key, command.id, Outcome.RETRY, 600.0, reason, detail)]
-        return super().execute(command, reread=reread)
+        return super().execute(command)
 
 
 def when_due(c: Cluster) -> list[Command]:

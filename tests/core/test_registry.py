@@ -157,6 +157,7 @@ def _one_of_each() -> list[cmd.Command]:
         cmd.ProbeRuntime("rt", "http://rt.ai.svc:8080/health"),
         cmd.EmitKubernetesEvent(ref, "InvalidField", "m"),
         cmd.WatchSecrets("ai", ()),
+        cmd.ObserveLiteLLM(cmd.ReadReason.AFTER_WRITES),
     ]
 
 

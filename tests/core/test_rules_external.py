@@ -1,7 +1,7 @@
 """External models from the ConfigMap (behaviour §1.2) and ModelActivations (behaviour §1.3, §1.5);
 per-item isolation (behaviour §8)."""
 
-from catalog_core.commands import SecretKey, UpdateLiteLLMModel
+from catalog_core.commands import ObserveLiteLLM, SecretKey, UpdateLiteLLMModel
 from tests.core import builders as b
 from tests.core.harness import Cluster
 
@@ -46,7 +46,8 @@ def test_rotating_the_secret_updates_the_route_once():
     c = Cluster()
     c.start(b.external_configmap([OPENAI]), b.secret("openai", {"apiKey": "sk-1"}, rv="1"))
     commands = c.apply(b.secret("openai", {"apiKey": "sk-2"}, rv="2"))
-    assert [type(x) for x in commands] == [UpdateLiteLLMModel]
+    # the write, then the re-read that shows what LiteLLM holds after it (the catalog is unchanged)
+    assert [type(x) for x in commands] == [UpdateLiteLLMModel, ObserveLiteLLM]
     assert commands[0].api_key.resource_version == "2"
     assert c.apply(b.secret("openai", {"apiKey": "sk-2"}, rv="2")) == []
 

@@ -4,6 +4,7 @@ from catalog_core.commands import (
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
     EmitKubernetesEvent,
+    ObserveLiteLLM,
     UpdateLiteLLMModel,
     WriteCatalog,
 )
@@ -99,7 +100,8 @@ def test_changed_limits_update_the_row_once():
     c = Cluster()
     c.start(b.kubeai_model("llama", args=["--max-model-len=4096"]))
     commands = c.apply(b.kubeai_model("llama", args=["--max-model-len=8192"]))
-    assert [type(x) for x in commands] == [UpdateLiteLLMModel, WriteCatalog]
+    # the write, the re-read the catalog waits for, then the catalog
+    assert [type(x) for x in commands] == [UpdateLiteLLMModel, ObserveLiteLLM, WriteCatalog]
     assert c.world.rows["ai-appliance-kubeai-llama"]["model_info"]["max_input_tokens"] == 8192
     assert c.entry("llama")["contextWindow"] == 8192
 
@@ -207,7 +209,7 @@ def test_a_standby_plans_but_never_writes_then_takes_over():
     assert c.state.derived.winners  # but the desired state is warm
     commands = c.run(LeadershipChanged(True))
     kinds = sorted(type(x).__name__ for x in commands)
-    assert kinds == ["CreateLiteLLMModel", "DeleteLiteLLMModel", "WriteCatalog"]
+    assert kinds == ["CreateLiteLLMModel", "DeleteLiteLLMModel", "ObserveLiteLLM", "WriteCatalog"]
     assert c.model_ids() == ["llama"]
     # losing leadership stops writes at once
     c.feed(LeadershipChanged(False))

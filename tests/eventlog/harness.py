@@ -10,7 +10,7 @@ import attrs
 
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app.replayer import Replayer, Step
-from catalog_core.commands import Command, ProbeRuntime
+from catalog_core.commands import Command, ObserveLiteLLM, ProbeRuntime
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     CommandCompleted,
@@ -48,7 +48,7 @@ class _Outcomes:
         self.queue: list[str] = []
 
     def __call__(self, command: Command) -> list[Event]:
-        if isinstance(command, ProbeRuntime):
+        if isinstance(command, ProbeRuntime | ObserveLiteLLM):  # reads: answered by what they observe
             return self.shell.world.execute(command)
         outcome = self.queue.pop(0) if self.queue else "applied"
         if outcome == "retry":

@@ -39,7 +39,7 @@ STALE = "examples/event-log.jsonl is stale: regenerate it with .venv/bin/python 
 def test_the_example_replays_identically(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, "replay", str(example_log), "--verify")
     assert code == 0, f"{out}\n{STALE} (if the fold's behaviour changed on purpose)"
-    assert out.startswith(f"verified {example_log}: 125 events (seq 1..148), 41 commands and 3 snapshots")
+    assert out.startswith(f"verified {example_log}: 119 events (seq 1..145), 44 commands and 3 snapshots")
     # The README shows this very line (run from the repository's root).
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert out.replace(str(example_log), "examples/event-log.jsonl").strip() in readme, (
@@ -73,11 +73,12 @@ def test_replay_prints_one_line_per_command(example_log: Path, capsys: pytest.Ca
     code, out, err = _cli(capsys, "replay", str(example_log))
     assert code == 0
     lines = out.splitlines()
-    assert len(lines) == 41
-    assert "61 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
+    assert len(lines) == 44
+    assert "55 litellm-create ai-appliance-kubeai-qwen2.5-coder-7b model_name=qwen2.5-coder-7b" in out
     assert "kubernetes-event Warning on ConfigMap ai/ai-external-models: InvalidJSON" in out
-    assert any(line.startswith("126 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
-    assert "replayed 125 events (seq 1..148): 41 commands" in err
+    assert "58 observe-litellm GET /model/info (after-writes)" in out  # the re-read the core planned
+    assert any(line.startswith("124 litellm-delete ai-appliance-freetoken-phi-4-mini") for line in lines)
+    assert "replayed 119 events (seq 1..145): 44 commands" in err
 
 
 def test_replay_json_is_byte_for_byte_what_was_recorded(
@@ -128,7 +129,7 @@ def test_explain_tells_the_story_of_a_withdrawn_runtime(
     assert published < failed < deleted
     assert sum("probe of phi-4-mini-freetoken: unhealthy (HTTP 503" in line for line in story[:failed]) == 2
     assert "catalog entry removed" in out
-    assert "final state (after seq 148): not published" in out
+    assert "final state (after seq 145): not published" in out
     assert "why: HealthCheckFailed: its runtime failed two health probes in a row" in out
 
 
@@ -227,7 +228,7 @@ def test_an_older_version_with_a_migration_is_replayed(
     ("damage", "message"),
     [
         (lambda lines: lines.__setitem__(40, lines[40][:55] + b"\n"), r":41: not JSON \("),
-        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":149: not JSON .* the record is cut short"),
+        (lambda lines: lines.__setitem__(-1, lines[-1][:-9]), r":146: not JSON .* the record is cut short"),
         (
             lambda lines: lines.__setitem__(31, lines[31].replace(b'"k":"event"', b'"k":"evnt"')),
             r":32: unknown record kind 'evnt'",
@@ -372,7 +373,10 @@ def test_a_log_written_before_gates_the_burst_probe_and_scale_from_zero_replays_
     from catalog_core.gates import ALL_GATES, Gate
 
     fresh = tmp_path / "fresh.jsonl"
-    then = CatalogConfig(litellm_burst_probe_seconds=0.0, gates=ALL_GATES - {Gate.SCALE_FROM_ZERO})
+    then = CatalogConfig(
+        litellm_burst_probe_seconds=0.0,
+        gates=ALL_GATES - {Gate.SCALE_FROM_ZERO, Gate.PLANNED_LITELLM_READS},
+    )
     _generator(example_log).generate(fresh, then)
 
     def as_trimmed_then(obj: dict[str, Any]) -> None:
@@ -396,6 +400,8 @@ def test_a_log_written_before_gates_the_burst_probe_and_scale_from_zero_replays_
             del record["state"]["config"]["gates"]
             for churn in record["state"]["damping"]["keys"].values():
                 del churn["probing"]
+            del record["state"]["litellm"]["unobserved_since"]
+            del record["state"]["litellm"]["unconfirmed"]
         older.append(record)
     snapshots = sum(r["k"] == "snapshot" for r in older)
     assert snapshots >= 2

@@ -63,6 +63,7 @@ RELEASED_TAGS = {
     "runtime-probe": ("ProbeRuntime", ["runtime", "url", "id"]),
     "kubernetes-event": ("EmitKubernetesEvent", ["involved", "reason", "message", "event_type", "id"]),
     "secrets-watch": ("WatchSecrets", ["namespace", "secrets", "id"]),
+    "observe-litellm": ("ObserveLiteLLM", ["reason", "id"]),
     # Added before format 1 was ever released (0.1.0): a new tag changes no existing one's meaning.
     "leadership-changed": ("LeadershipChanged", ["leading"]),
     "catalog-placeholder": (
@@ -306,7 +307,7 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header). The shapes before it that snapshots are
 # still read from are wire.READABLE_OLDER_STATE_SCHEMAS (test_cli: a log written before gates were recorded).
-STATE_SCHEMA_OF_THIS_VERSION = "83c2e98f1ca50c56"
+STATE_SCHEMA_OF_THIS_VERSION = "997d443f8813c16d"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:

@@ -53,10 +53,10 @@ def test_the_parts_are_the_snapshots_and_the_answer_is_the_same(example_log: Pat
     whole = replayer.Replayer(example_log)
     lines = example_log.read_bytes().splitlines(keepends=True)
     starts = [sum(len(x) for x in lines[:n]) for n in range(len(lines))]
-    snapshots = [starts[44], starts[92], starts[142]]  # the snapshot records, at lines 45, 93 and 143
-    assert [i for i, r in enumerate(_records(example_log)) if r["k"] == "snapshot"] == [44, 92, 142]
+    snapshots = [starts[44], starts[90], starts[139]]  # the snapshot records, at lines 45, 91 and 140
+    assert [i for i, r in enumerate(_records(example_log)) if r["k"] == "snapshot"] == [44, 90, 139]
     # a part begins at the first snapshot after each 1/N of the file's bytes; one snapshot cuts once
-    assert replay_parts.cuts(whole, 8) == snapshots[1:]  # the first is within the first eighth
+    assert replay_parts.cuts(whole, 8) == snapshots  # the first is past the first eighth
     assert len(replay_parts.cuts(whole, 2)) == 1 and set(replay_parts.cuts(whole, 2)) <= set(snapshots)
     for jobs in (2, 3, 8):
         one, parts = _both(example_log, jobs)
@@ -83,12 +83,12 @@ def test_a_snapshot_at_a_cut_that_differs_is_reported_by_the_part_that_ends_ther
     example_log: Path, tmp_path: Path
 ) -> None:
     records = _records(example_log)
-    cut = [i for i, r in enumerate(records) if r["k"] == "snapshot"][1]  # the first that is a cut
+    cut = [i for i, r in enumerate(records) if r["k"] == "snapshot"][1]  # a cut with parts on both sides
     records[cut]["state"]["now"] += 1.0  # the next part starts from this state; the part before compares it
     mutated = _write(tmp_path / "snapshot.jsonl", records)
     assert sum(1 for line in mutated.read_bytes().splitlines() if b'"snapshot"' in line[:128]) == 3
-    one, parts = _both(mutated, 8)  # cut at both snapshots after the first eighth
-    assert "verifying in 3 parts at once" in parts[2]
+    one, parts = _both(mutated, 8)  # cut at every snapshot (each is past the first eighth)
+    assert "verifying in 4 parts at once" in parts[2]
     assert one[0] == parts[0] == replayer.EXIT_DIVERGED
     assert parts[1] == one[1]
     assert f"the snapshot (line {cut + 1}) differs from the replayed state in: now" in one[1]
@@ -102,7 +102,7 @@ def test_an_unreadable_line_in_a_later_part_names_its_line_in_the_file(
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_bytes(b"".join(lines))
     one, parts = _both(damaged, 8)
-    assert "verifying in 3 parts at once" in parts[2]
+    assert "verifying in 4 parts at once" in parts[2]
     assert one[0] == parts[0] == replayer.EXIT_UNREADABLE
     assert f"{damaged}:121: " in one[2]
     assert _without_parts_note(parts[2]) == one[2]
@@ -165,7 +165,7 @@ def test_verify_without_jobs_runs_one_part_per_usable_cpu_and_jobs_1_keeps_one_p
     code = cli.main(["replay", str(example_log), "--verify"])
     default_out, err = capsys.readouterr()
     assert code == replay.EXIT_OK, err
-    assert "verifying in 3 parts at once" in err  # both snapshots cut it: three parts for eight CPUs
+    assert "verifying in 4 parts at once" in err  # the three snapshots cut it: four parts for eight CPUs
     code = cli.main(["replay", str(example_log), "--verify", "--jobs", "1"])
     one_out, err = capsys.readouterr()
     assert code == replay.EXIT_OK, err

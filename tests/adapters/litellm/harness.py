@@ -24,7 +24,7 @@ from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.vault import SecretVault
 from catalog_core import registry
-from catalog_core.commands import Command
+from catalog_core.commands import Command, ObserveLiteLLM
 from catalog_core.config import CatalogConfig
 from catalog_core.events import (
     CommandCompleted,
@@ -120,6 +120,7 @@ class Harness:
     executed: list[Command] = attrs.field(factory=list)  # LiteLLM commands, in order
     outcomes: list[CommandCompleted] = attrs.field(factory=list)
     observed: list[Event] = attrs.field(factory=list)  # what the observer sent (filtered)
+    reads: list[ObserveLiteLLM] = attrs.field(factory=list)  # the re-reads the core planned, in order
     _send: MemoryObjectSendStream[Event] | None = None
     _receive: MemoryObjectReceiveStream[Event] | None = None
 
@@ -128,7 +129,7 @@ class Harness:
         client = peer.client(**client_kwargs)
         vault = SecretVault()
         observer = LiteLLMObserver(client, resync_seconds=30.0)
-        executor = LiteLLMExecutor(client, vault, observer)
+        executor = LiteLLMExecutor(client, vault, observer.shared)
         harness = cls(peer, client, vault, observer, executor, initial_state(config or _NO_DAMPING))
         harness._send, harness._receive = anyio.create_memory_object_stream[Event](100)
         return harness
@@ -222,10 +223,11 @@ class Harness:
                 await self.execute(command)
         return mine
 
-    async def observe(self) -> None:
-        """One poll of /model/info through the observer; its event, scoped to this test's rows."""
+    async def observe(self, *, planned: bool = False) -> None:
+        """One poll of /model/info through the observer; its event, scoped to this test's rows.
+        ``planned``: the core's re-read (``ObserveLiteLLM``), which the observer always answers."""
         assert self._send is not None and self._receive is not None
-        await self.observer.poll_once(self._send)
+        await self.observer.poll_once(self._send, planned=planned)
         while True:
             try:
                 event = self._receive.receive_nowait()
@@ -250,6 +252,10 @@ class Harness:
         return await self.converge()
 
     async def execute(self, command: Command) -> None:
+        if isinstance(command, ObserveLiteLLM):
+            self.reads.append(command)
+            await self.observe(planned=True)
+            return
         if self.executor.handles(command):
             events = list(await self.executor.execute(command))
             self.executed.append(command)
@@ -278,11 +284,9 @@ class Harness:
         commands = self.tick()
         for command in commands:
             await self.execute(command)
-        if self.observer.poll_wanted():
-            await self.observe()
-            return True
         if commands:
-            self.now += 1.0
+            # the loop ticks again at once on the answers (a read the core plans after them goes before
+            # a retry waiting out its backoff): the clock moves on only once nothing more is planned now
             return True
         assert not self.state.control.inflight, self.state.control.inflight
         later = [r.not_before for r in self.state.control.retries.values() if r.not_before > self.now]

@@ -118,7 +118,7 @@ async def test_litellms_answer_to_a_wrong_master_key_is_never_kept(
     # the master key changes under the controller (rotated in LiteLLM, or a wrong one deployed)
     client = peer.client(master_key=wrong)
     observer = LiteLLMObserver(client, resync_seconds=30.0)
-    executor = LiteLLMExecutor(client, h.vault, observer)
+    executor = LiteLLMExecutor(client, h.vault, observer.shared)
     send, receive = anyio.create_memory_object_stream[Event](10)
     caplog.set_level(logging.DEBUG)
     await observer.poll_once(send)

@@ -106,7 +106,7 @@ async def test_a_row_hidden_as_unhealthy_is_observed_and_one_deleted_meanwhile_i
     )
     assert created.status == 200, created
     observer = LiteLLMObserver(client)
-    observer.present(rid)  # as the executor tells it after a create (LiteLLM may hide the row at once)
+    observer.shared.present(rid)  # as the writer notes after a create (LiteLLM may hide the row at once)
     assert rid in observed_ids(await poll(observer))
     await hidden(hiding_peer, rid)
 

@@ -14,12 +14,12 @@ from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
 from adapters.litellm.bounds import AnswerBounds
-from adapters.litellm.client import REFUSED_KEY_TEXT
+from adapters.litellm.client import REFUSED_KEY_TEXT, LiteLLMClient
 from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.litellm.sync import SharedExclusiveLock
 from adapters.vault import SecretVault
-from catalog_core.commands import LiteralKey, UpdateLiteLLMModel
+from catalog_core.commands import LiteralKey, ObserveLiteLLM, ReadReason, UpdateLiteLLMModel
 from catalog_core.events import CommandCompleted, Event, LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
 from catalog_core.jsonval import Json
 from tests.adapters.litellm.conftest import Peer
@@ -77,38 +77,47 @@ async def test_polls_at_start_and_every_resync(fake_peer: Peer) -> None:
     assert "db_model" not in first[0]["model_info"]
 
 
-async def test_writes_are_debounced_into_one_poll(fake_peer: Peer) -> None:
+async def test_a_planned_read_polls_at_once_and_answers_with_its_observation(fake_peer: Peer) -> None:
+    """The core's re-read (``ObserveLiteLLM``): one poll, whose event is the answer (no outcome), and the
+    next resync counts from it."""
     assert fake_peer.fake is not None
-    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=0.1)
+    seed(fake_peer)
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60)
+    read = ObserveLiteLLM(ReadReason.AFTER_WRITES)
+    assert observer.handles(read) and not observer.handles(update(fake_peer, "http://a/v1"))
     async with running(observer) as events:
         await until(lambda: observer.polls == 1)
-        for _ in range(5):
-            observer.wrote()
-            await anyio.sleep(0.02)
-        await until(lambda: observer.polls == 2)
-        await anyio.sleep(0.2)
-    assert observer.polls == 2 and fake_peer.fake.requests[INFO] == 2
-    assert len(rows_events(events)) == 2
-
-
-async def test_a_steady_stream_of_writes_still_gets_observed(fake_peer: Peer) -> None:
-    observer = LiteLLMObserver(
-        fake_peer.client(), resync_seconds=60, debounce_seconds=0.1, max_debounce_seconds=0.2
-    )
-    async with running(observer):
-        await until(lambda: observer.polls == 1)
         with anyio.fail_after(2):
-            while observer.polls < 3:  # writes every 50 ms never leave 100 ms of quiet
-                observer.wrote()
-                await anyio.sleep(0.05)
+            assert await observer.execute(read) == []
+        await until(lambda: len(events) == 2)
+    assert observer.polls == 2 and fake_peer.fake.requests[INFO] == 2
+    assert [r["model_info"]["id"] for r in rows_events(events)[1].rows] == [fake_peer.id("m")]
 
 
-async def test_reobserve_polls_at_once(fake_peer: Peer) -> None:
-    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=5)
-    async with running(observer):
-        await until(lambda: observer.polls == 1)
-        observer.reobserve()
-        await until(lambda: observer.polls == 2, timeout=0.5)
+async def test_a_planned_read_of_a_failing_litellm_always_gets_an_answer(fake_peer: Peer) -> None:
+    """The resync tells the core of a failure once; a planned read is answered even when nothing changed,
+    so the core knows it is over."""
+    assert fake_peer.fake is not None
+    fake_peer.fake.inject(Fault(status=503, endpoints=frozenset({INFO})))
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, backoff=Backoff(base=30, cap=30))
+    send, receive = anyio.create_memory_object_stream[Event](10)
+    await observer.poll_once(send)
+    await observer.poll_once(send)
+    assert isinstance(receive.receive_nowait(), LiteLLMUnreachable)
+    with pytest.raises(anyio.WouldBlock):
+        receive.receive_nowait()  # the same failure again: not sent twice
+    observer._send = send  # as ``run`` does
+    assert await observer.execute(ObserveLiteLLM(ReadReason.WRITE_SAW_FAILURE)) == []
+    answer = receive.receive_nowait()
+    assert isinstance(answer, LiteLLMUnreachable) and answer.reason == "unreachable"
+
+
+async def test_a_planned_read_before_the_source_runs_is_retried() -> None:
+    observer = LiteLLMObserver(LiteLLMClient("http://127.0.0.1:9", "k"), resync_seconds=60)
+    read = ObserveLiteLLM(ReadReason.AFTER_WRITES)
+    [done] = await observer.execute(read)
+    assert isinstance(done, CommandCompleted) and done.outcome is Outcome.RETRY and done.retry_after > 0
+    assert (done.key, done.command_id) == (read.key, read.id)
 
 
 def test_a_down_litellm_is_looked_at_again_within_ten_seconds_whatever_the_resync(fake_peer: Peer) -> None:
@@ -220,7 +229,7 @@ async def test_a_poll_does_not_wait_for_a_write_in_flight_whose_outcome_comes_af
     fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({PATCH}), times=1))
     client = fake_peer.client()
     observer = LiteLLMObserver(client)
-    executor = LiteLLMExecutor(client, SecretVault(), observer)
+    executor = LiteLLMExecutor(client, SecretVault(), observer.shared)
     log: list[str] = []
 
     async def write() -> None:
@@ -234,9 +243,8 @@ async def test_a_poll_does_not_wait_for_a_write_in_flight_whose_outcome_comes_af
         assert observer.lock.holders == (0, False)
         with anyio.fail_after(0.15):  # the poll does not wait for the write
             await observer.poll_once(Recording(log))
-    # The poll saw the old row and said so before the write's outcome; the write asked for a new look.
+    # The poll saw the old row and said so before the write's outcome (the core then plans a new look).
     assert log == ["rows:http://a/v1", "outcome"]
-    assert observer.poll_wanted()
 
 
 async def test_a_write_goes_out_during_a_poll_and_its_outcome_comes_after_the_polls_event(
@@ -247,7 +255,7 @@ async def test_a_write_goes_out_during_a_poll_and_its_outcome_comes_after_the_po
     fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({INFO}), times=1))
     client = fake_peer.client()
     observer = LiteLLMObserver(client)
-    executor = LiteLLMExecutor(client, SecretVault(), observer)
+    executor = LiteLLMExecutor(client, SecretVault(), observer.shared)
     log: list[str] = []
     answered: list[float] = []
 
@@ -272,7 +280,6 @@ async def test_a_write_goes_out_during_a_poll_and_its_outcome_comes_after_the_po
     assert answered and answered[0] - began < 0.2
     # ... and its outcome reached the stream after the poll's event (which here already shows it).
     assert log == ["rows:http://new/v1", "outcome"]
-    assert observer.poll_wanted()  # and the write asked for a fresh look
 
 
 async def test_the_lock_shares_writes_and_prefers_a_waiting_poll() -> None:
@@ -381,70 +388,44 @@ def exactly(value: float) -> Any:
     return pytest.approx(value, rel=0, abs=1e-9)
 
 
-async def test_polls_after_writes_are_paced_by_the_last_polls_cost(fake_peer: Peer) -> None:
-    # A poll that took 50 ms: the next one after writes waits 10x that from its end, not the debounce.
+async def test_planned_reads_are_paced_by_the_last_polls_cost(fake_peer: Peer) -> None:
+    # A poll that took 50 ms: a planned re-read waits 10x that from its end.
     from adapters.litellm import observer as observer_module
 
-    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=0.01)
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, max_pace_seconds=2.0)
     send, _receive = anyio.create_memory_object_stream[Event](10)
     await observer.poll_once(send)
-    ended = anyio.current_time()
+    ended = observer._last_poll_end
     observer._last_poll_cost = 0.05  # as if the /model/info answer had taken 50 ms to read
-    observer._last_poll_end = ended
-    observer.wrote()
-    observer._last_write = ended  # the write answered as the poll ended
-    assert observer.next_due() == exactly(ended + observer_module.POLL_COST_FACTOR * 0.05)
-    # never more than the longest debounce after the poll, however slow the last answer was
+    assert observer.read_not_before() == exactly(ended + observer_module.POLL_COST_FACTOR * 0.05)
+    # never more than the longest pace after the poll, however slow the last answer was
     observer._last_poll_cost = 60.0
-    assert observer.next_due() == exactly(ended + observer.max_debounce_seconds)
-    # a cheap poll leaves the debounce as it was
+    assert observer.read_not_before() == exactly(ended + 2.0)
+    # a cheap poll leaves no wait to speak of
     observer._last_poll_cost = 0.0001
-    assert observer.next_due() == exactly(ended + observer.debounce_seconds)
+    assert observer.read_not_before() == exactly(ended + observer_module.POLL_COST_FACTOR * 0.0001)
 
 
-async def test_settled_writes_are_polled_once_paced_without_the_debounce(fake_peer: Peer) -> None:
-    from adapters.litellm import observer as observer_module
-
-    observer = LiteLLMObserver(
-        fake_peer.client(), resync_seconds=60, debounce_seconds=5, max_debounce_seconds=30
-    )
-    send, _receive = anyio.create_memory_object_stream[Event](10)
+async def test_a_planned_read_waits_out_its_pace(fake_peer: Peer) -> None:
+    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, max_pace_seconds=0.2)
+    send, receive = anyio.create_memory_object_stream[Event](10)
     await observer.poll_once(send)
-    observer.writes_settled()  # no write to cover: nothing changes
-    assert not observer.poll_wanted() and observer.next_due() > anyio.current_time() + 50
-    # A cheap poll that ended a second before the write: its pace (10x its cost) is long over.
-    observer._last_poll_cost = 0.0001
-    observer.wrote()
-    write = observer._last_write
-    observer._last_poll_end = write - 1.0
-    assert observer.next_due() == exactly(write + 5)  # more writes may come: the debounce gathers them
-    observer.writes_settled()
-    assert observer.next_due() == exactly(write)  # none is coming: due at once
-    # the pace still holds: a poll that took 50 ms and ended with the write is followed by 10x that
-    observer._last_poll_cost = 0.05
-    observer._last_poll_end = write
-    assert observer.next_due() == exactly(write + observer_module.POLL_COST_FACTOR * 0.05)
-    # another write after it: more may be coming, so the debounce gathers them again
-    observer._last_poll_cost = 0.0001
-    observer.wrote()
-    assert observer.next_due() == exactly(observer._last_write + 5)
-    observer.writes_settled()
-    await observer.poll_once(send)  # covered: the next poll is the resync
-    assert not observer.poll_wanted()
-    observer.wrote()
-    observer._last_poll_end = observer._last_write - 1.0
-    assert observer.next_due() == exactly(observer._last_write + 5)
+    receive.receive_nowait()
+    observer._last_poll_cost = 1.0  # a slow poll: the pace is its cap
+    first_ended = observer._last_poll_end
+    began: list[float] = []
+    read_rows = observer._read_rows
 
+    async def timed() -> Any:
+        began.append(anyio.current_time())
+        return await read_rows()
 
-async def test_settled_writes_wake_a_waiting_observer(fake_peer: Peer) -> None:
-    observer = LiteLLMObserver(fake_peer.client(), resync_seconds=60, debounce_seconds=30)
-    async with running(observer):
-        await until(lambda: observer.polls == 1)
-        observer.wrote()
-        await anyio.sleep(0.05)
-        assert observer.polls == 1  # the debounce holds it
-        observer.writes_settled()
-        await until(lambda: observer.polls == 2, timeout=2.0)
+    observer._read_rows = timed  # type: ignore[method-assign]
+    observer._send = send
+    await observer.execute(ObserveLiteLLM(ReadReason.AFTER_WRITES))
+    assert observer.polls == 2 and isinstance(receive.receive_nowait(), LiteLLMRowsObserved)
+    # the second GET went no sooner than the pace allowed (a lower bound: a busy machine only adds)
+    assert began and began[0] >= first_ended + 0.2
 
 
 async def test_the_collector_is_off_while_an_answer_is_parsed_and_reduced_then_on_again(

@@ -14,10 +14,13 @@ import pytest
 from catalog_core.commands import (
     CreateLiteLLMModel,
     DeleteLiteLLMModel,
+    ObserveLiteLLM,
+    ReadReason,
     RecreateLiteLLMModel,
     UpdateLiteLLMModel,
 )
 from catalog_core.events import LiteLLMRowsObserved, LiteLLMUnreachable, Outcome
+from catalog_core.keys import LITELLM_READ_KEY
 from catalog_core.reasons import Reason
 from catalog_core.registry import route_id
 from catalog_core.rules.entries import entry_for
@@ -316,7 +319,14 @@ async def test_a_row_created_just_before_our_create_is_observed_not_duplicated(p
     completed = h.outcomes[-1]
     assert completed.outcome is Outcome.RETRY and completed.reason == "LiteLLMDuplicateId"
     assert 0 < completed.retry_after <= 5.0
-    assert h.observer.poll_wanted()  # the executor asked for a look at once
+    # the core plans a look at once (the row probably exists): the event log shows it
+    assert h.state.litellm.unconfirmed is ReadReason.ROW_PROBABLY_EXISTS
+    planned = h.tick()
+    assert ObserveLiteLLM(ReadReason.ROW_PROBABLY_EXISTS) in planned
+    assert not [c for c in planned if isinstance(c, CreateLiteLLMModel)]  # the create waits its backoff
+    for command in planned:
+        await h.execute(command)
+    assert h.state.litellm.unconfirmed is None and LITELLM_READ_KEY not in h.state.control.inflight
     assert await h.converge() == []  # the observation shows the row as we want it: nothing to write
     assert list(await h.rows()) == [kubeai_id(llama)]
 

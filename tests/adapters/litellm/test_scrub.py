@@ -20,6 +20,7 @@ from adapters.litellm.client import LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.litellm.scrub import MAX_TEXT, REDACTED, safe_text
+from adapters.litellm.sync import LiteLLMShared
 from adapters.vault import SecretVault
 from catalog_core.commands import CreateLiteLLMModel, SecretKey
 from catalog_core.events import CommandCompleted, Event, LiteLLMUnreachable, Outcome
@@ -44,12 +45,14 @@ def logged(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
 
 
-def executor(client: LiteLLMClient, vault: SecretVault, hooks: Any = None) -> LiteLLMExecutor:
+def executor(
+    client: LiteLLMClient, vault: SecretVault, shared: LiteLLMShared | None = None
+) -> LiteLLMExecutor:
     rng = random.Random(3)
     return LiteLLMExecutor(
         client,
         vault,
-        hooks,
+        shared,
         backoff=KeyedBackoff(base=0.5, cap=8.0, rng=rng),
         duplicate_backoff=KeyedBackoff(base=0.5, cap=2.0, rng=rng),
     )
@@ -140,7 +143,7 @@ async def test_a_5xx_body_quoting_the_keys_is_scrubbed_before_the_observer_logs_
     )
     client = fake_peer.client(MASTER)
     observer = LiteLLMObserver(client, resync_seconds=60)
-    ex = executor(client, vault_with(KEY), hooks=observer)
+    ex = executor(client, vault_with(KEY), shared=observer.shared)
     with caplog.at_level(logging.DEBUG):
         done = await run(ex, create(fake_peer))
     assert done.outcome is Outcome.RETRY
