@@ -63,9 +63,9 @@ RELEASED_TAGS = {
     "runtime-probe": ("ProbeRuntime", ["runtime", "url", "id"]),
     "kubernetes-event": ("EmitKubernetesEvent", ["involved", "reason", "message", "event_type", "id"]),
     "secrets-watch": ("WatchSecrets", ["namespace", "secrets", "id"]),
-    "observe-litellm": ("ObserveLiteLLM", ["reason", "id"]),
     # Added before format 1 was ever released (0.1.0): a new tag changes no existing one's meaning.
     "leadership-changed": ("LeadershipChanged", ["leading"]),
+    "observe-litellm": ("ObserveLiteLLM", ["reason", "id"]),
     "catalog-placeholder": (
         "CreateCatalogPlaceholder",
         ["namespace", "name", "data", "catalog_hash", "fingerprint", "id"],
