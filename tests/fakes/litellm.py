@@ -186,7 +186,9 @@ class Fault:
     (long enough, it trips the client's read timeout); ``apply_first``: carry the request out, then
     fail the answer (a lost response); ``payload``: the JSON body of a ``status`` answer (default: a
     LiteLLM-shaped error). ``endpoints``: which (see ``INFO``, ``NEW``...; None = all);
-    ``times``: how many requests it hits (None = until removed); ``seconds``: for how long.
+    ``times``: how many requests it hits (None = until removed); ``seconds``: for how long; ``hold``: an
+    ``anyio.Event`` the request waits for before it is answered (in-process fakes: a test decides the
+    order of concurrent requests instead of guessing it from delays).
     """
 
     status: int | None = None
@@ -197,6 +199,7 @@ class Fault:
     endpoints: frozenset[str] | None = None
     times: int | None = None
     seconds: float | None = None
+    hold: Any = None
     started: float = attrs.field(factory=time.monotonic)
     hits: int = 0
 
@@ -381,6 +384,8 @@ class FakeLiteLLM:
         fault = self._fault(endpoint)
         if fault is not None and fault.delay:
             await anyio.sleep(fault.delay)
+        if fault is not None and fault.hold is not None:
+            await fault.hold.wait()
         if fault is not None and fault.refuse and not fault.apply_first:
             raise RefusedError
         if fault is not None and fault.status is not None and not fault.apply_first:

@@ -223,10 +223,19 @@ class Recording(ObjectSendStream[Event]):
         pass
 
 
+async def _until(condition: Any) -> None:
+    # A deadlock (one side waiting for the other) fails here instead of hanging; no bound on speed.
+    with anyio.fail_after(60):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
 async def test_a_poll_does_not_wait_for_a_write_in_flight_whose_outcome_comes_after(fake_peer: Peer) -> None:
     assert fake_peer.fake is not None
+    fake = fake_peer.fake
     seed(fake_peer)
-    fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({PATCH}), times=1))
+    release_patch = anyio.Event()
+    fake.inject(Fault(hold=release_patch, endpoints=frozenset({PATCH}), times=1))
     client = fake_peer.client()
     observer = LiteLLMObserver(client)
     executor = LiteLLMExecutor(client, SecretVault(), observer.shared)
@@ -239,10 +248,12 @@ async def test_a_poll_does_not_wait_for_a_write_in_flight_whose_outcome_comes_af
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(write)
-        await anyio.sleep(0.05)  # the PATCH is on its way: it holds no lock while it waits for LiteLLM
+        await _until(lambda: fake.requests[PATCH])  # the PATCH waits at LiteLLM, holding no lock
         assert observer.lock.holders == (0, False)
-        with anyio.fail_after(0.15):  # the poll does not wait for the write
+        with anyio.fail_after(60):  # the poll ends while the write is still held
             await observer.poll_once(Recording(log))
+        assert log == ["rows:http://a/v1"]
+        release_patch.set()
     # The poll saw the old row and said so before the write's outcome (the core then plans a new look).
     assert log == ["rows:http://a/v1", "outcome"]
 
@@ -251,33 +262,28 @@ async def test_a_write_goes_out_during_a_poll_and_its_outcome_comes_after_the_po
     fake_peer: Peer,
 ) -> None:
     assert fake_peer.fake is not None
+    fake = fake_peer.fake
     seed(fake_peer)
-    fake_peer.fake.inject(Fault(delay=0.2, endpoints=frozenset({INFO}), times=1))
+    release_get = anyio.Event()
+    fake.inject(Fault(hold=release_get, endpoints=frozenset({INFO}), times=1))
     client = fake_peer.client()
     observer = LiteLLMObserver(client)
     executor = LiteLLMExecutor(client, SecretVault(), observer.shared)
     log: list[str] = []
-    answered: list[float] = []
 
     async def write() -> None:
         await executor.execute(update(fake_peer, "http://new/v1"))
         log.append("outcome")
 
-    async def watch_patch() -> None:
-        assert fake_peer.fake is not None
-        while not fake_peer.fake.requests[PATCH]:
-            await anyio.sleep(0.005)
-        answered.append(anyio.current_time())
-
     async with anyio.create_task_group() as tg:
-        began = anyio.current_time()
         tg.start_soon(observer.poll_once, Recording(log))
-        await anyio.sleep(0.05)  # the GET is on its way
+        await _until(lambda: fake.requests[INFO])  # the GET waits at LiteLLM, the poll holding the lock
         assert observer.lock.holders == (0, True)
-        tg.start_soon(watch_patch)
         tg.start_soon(write)
-    # The PATCH reached LiteLLM while the GET was still waiting (it did not wait for the poll) ...
-    assert answered and answered[0] - began < 0.2
+        # The PATCH reaches LiteLLM while the GET is still held: it did not wait for the poll ...
+        await _until(lambda: fake.requests[PATCH])
+        assert log == []
+        release_get.set()
     # ... and its outcome reached the stream after the poll's event (which here already shows it).
     assert log == ["rows:http://new/v1", "outcome"]
 
@@ -325,7 +331,7 @@ async def test_a_cancelled_waiting_poll_does_not_block_writes() -> None:
         with anyio.move_on_after(0.05):
             async with lock.exclusive():
                 raise AssertionError("the write still holds the lock")
-        with anyio.fail_after(1):
+        with anyio.fail_after(30):
             async with lock.shared():
                 assert lock.holders == (2, False)
         hold.set()
