@@ -156,19 +156,23 @@ async def test_probe_errors_are_short_details() -> None:
     health = HealthServer()
     port = await health.start()
     await health.close()  # nothing listens there any more
-    prober = RuntimeProber(timeout=0.5, resolve={"rt.ns.svc.cluster.local:80": f"127.0.0.1:{port}"})
+    # a refused connection is told at once: a long timeout, so a loaded machine cannot turn it into one
+    prober = RuntimeProber(timeout=30, resolve={"rt.ns.svc.cluster.local:80": f"127.0.0.1:{port}"})
     try:
         [refused] = await prober.execute(ProbeRuntime("rt", "http://rt.ns.svc.cluster.local/health"))
         assert refused == RuntimeProbed("rt", "http://rt.ns.svc.cluster.local/health", False, "ConnectError")
-
-        silent = HealthServer()  # accepts, never answers
-        silent._serve = _never  # type: ignore[method-assign]
-        silent_port = await silent.start()
-        [slow] = await prober.execute(ProbeRuntime("rt", f"http://127.0.0.1:{silent_port}/health"))
-        assert (slow.healthy, slow.detail) == (False, "ReadTimeout")  # type: ignore[union-attr]
-        await silent.close()
     finally:
         await prober.aclose()
+    silent = HealthServer()  # accepts, never answers
+    silent._serve = _never  # type: ignore[method-assign]
+    silent_port = await silent.start()
+    prober = RuntimeProber(timeout=0.5)
+    try:
+        [slow] = await prober.execute(ProbeRuntime("rt", f"http://127.0.0.1:{silent_port}/health"))
+        assert (slow.healthy, slow.detail) == (False, "ReadTimeout")  # type: ignore[union-attr]
+    finally:
+        await prober.aclose()
+        await silent.close()
     assert parse_resolve("a.b:80=127.0.0.1:1, c:1=[::1]:2") == {"a.b:80": "127.0.0.1:1", "c:1": "[::1]:2"}
     with pytest.raises(ValueError, match="host:port=addr:port"):
         parse_resolve("a.b=127.0.0.1")
