@@ -23,10 +23,7 @@ from tests.core.harness import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER = REPO / "deploy" / "bootstrap" / "configmap-ai-model-catalog.yaml"
-REGENERATE = (
-    "regenerate it: .venv/bin/python -m app.cli placeholder"
-    " > deploy/bootstrap/configmap-ai-model-catalog.yaml"
-)
+REGENERATE = "regenerate it: run `just generate`"
 # One model of each type, named after it.
 MODELS = {
     ModelType.CHAT: b.kubeai_model("m-chat"),

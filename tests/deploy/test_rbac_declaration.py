@@ -1,7 +1,8 @@
 """One declaration of the controller's permissions (``contracts/rbac.GRANTS``): the Roles in ``deploy/``
-grant exactly it, and the table of ``docs/rbac.md`` is it. ``model-catalog check`` asks for each of its
-permissions, and tests/adapters/kube/test_rbac.py runs every adapter with exactly it, so a verb added in
-one place and forgotten in another fails here."""
+grant exactly it (a permission missing or extra is named, with the grant it belongs to), and the table of
+``docs/rbac.md`` is it (``just generate`` writes it; tests/test_generated.py checks it). ``model-catalog
+check`` asks for each of its permissions, and tests/adapters/kube/test_rbac.py runs every adapter with
+exactly it, so a verb added in one place and forgotten in another fails here."""
 
 from __future__ import annotations
 
@@ -14,14 +15,7 @@ import yaml
 from contracts import rbac
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULTS = {
-    rbac.NAMESPACE: "ai",
-    rbac.APPLIANCE_NAMESPACE: "ai-system",
-    rbac.LEASE_NAMESPACE: "ai",
-    "EXTERNAL_MODELS_CONFIGMAP": "ai-external-models",
-    "CATALOG_CONFIGMAP": "ai-model-catalog",
-    "CATALOG_LEASE_NAME": "ai-model-catalog-controller",
-}
+DEFAULTS = rbac.DEFAULT_SETTINGS
 
 Access = tuple[str, str, str, str, str]  # namespace, group, resource, name ("" for any), verb
 
@@ -37,17 +31,26 @@ def granted_by_rules(namespace: str, rules: Sequence[Mapping[str, Any]]) -> set[
     return out
 
 
+def _access(p: rbac.Permission) -> Access:
+    resource = f"{p.resource}/{p.subresource}" if p.subresource else p.resource
+    return (p.namespace, p.group, resource, p.name, p.verb)
+
+
 def declared() -> set[Access]:
-    return {
-        (
-            p.namespace,
-            p.group,
-            f"{p.resource}/{p.subresource}" if p.subresource else p.resource,
-            p.name,
-            p.verb,
-        )
+    return {_access(p) for p in rbac.permissions(DEFAULTS)}
+
+
+def _differences(granted: set[Access], where: str) -> list[str]:
+    """Each declared permission ``where`` lacks (naming its grant) and each it grants beyond them."""
+    missing = [
+        f"{where} does not grant {p.describe()} ({p.grant.who}: contracts/rbac.GRANTS)"
         for p in rbac.permissions(DEFAULTS)
-    }
+        if _access(p) not in granted
+    ]
+    extra = [
+        f"{where} grants {access}, which contracts/rbac.GRANTS does not" for access in granted - declared()
+    ]
+    return sorted(set(missing)) + sorted(extra)
 
 
 def test_the_deploy_roles_grant_exactly_the_declaration_to_the_controllers_service_account() -> None:
@@ -67,7 +70,8 @@ def test_the_deploy_roles_grant_exactly_the_declaration_to_the_controllers_servi
             {"kind": "ServiceAccount", "name": rbac.SERVICE_ACCOUNT, "namespace": DEFAULTS[rbac.NAMESPACE]}
         ]
         granted |= granted_by_rules(namespace, role["rules"])
-    assert granted == declared()
+    problems = _differences(granted, " and ".join(files))
+    assert not problems, "\n".join(problems)
     for key, ref in rbac.ROLES.items():  # the Role named for a namespace is the one in that namespace
         namespace = DEFAULTS[key]
         docs = [d for d in yaml.safe_load_all((REPO / ref.file).read_text()) if d and d["kind"] == "Role"]
@@ -78,11 +82,12 @@ def test_role_rules_grant_what_the_permissions_ask() -> None:
     granted = set()
     for namespace, rules in rbac.role_rules(DEFAULTS).items():
         granted |= granted_by_rules(namespace, rules)
-    assert granted == declared()
+    problems = _differences(granted, "rbac.role_rules")
+    assert not problems, "\n".join(problems)
 
 
 def test_the_docs_table_is_the_declaration() -> None:
     lines = (REPO / "docs" / "rbac.md").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if "rbac-table" in line) + 3  # marker, header, separator
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
-    assert lines[start:end] == rbac.table_rows(DEFAULTS)
+    assert lines[start:end] == rbac.table_rows(DEFAULTS), "docs/rbac.md's table is stale: run `just generate`"
