@@ -20,15 +20,26 @@ DEFAULTS = rbac.DEFAULT_SETTINGS
 Access = tuple[str, str, str, str, str]  # namespace, group, resource, name ("" for any), verb
 
 
+RULE_KEYS = ("apiGroups", "resources", "verbs")  # a rule without one of them grants nothing
+
+
 def granted_by_rules(namespace: str, rules: Sequence[Mapping[str, Any]]) -> set[Access]:
     out = set()
     for rule in rules:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
+        for group in rule.get("apiGroups") or []:
+            for resource in rule.get("resources") or []:
                 for name in rule.get("resourceNames") or [""]:
-                    for verb in rule["verbs"]:
+                    for verb in rule.get("verbs") or []:
                         out.add((namespace, group, resource, name, verb))
     return out
+
+
+def _incomplete(file: str, rules: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [
+        f"{file}: a rule without {', '.join(k for k in RULE_KEYS if not rule.get(k))} grants nothing: {rule}"
+        for rule in rules
+        if not all(rule.get(k) for k in RULE_KEYS)
+    ]
 
 
 def _access(p: rbac.Permission) -> Access:
@@ -55,6 +66,7 @@ def _differences(granted: set[Access], where: str) -> list[str]:
 
 def test_the_deploy_roles_grant_exactly_the_declaration_to_the_controllers_service_account() -> None:
     granted: set[Access] = set()
+    incomplete: list[str] = []
     files = sorted({role.file for role in rbac.ROLES.values()})
     for file in files:
         docs = [d for d in yaml.safe_load_all((REPO / file).read_text()) if d]
@@ -70,7 +82,8 @@ def test_the_deploy_roles_grant_exactly_the_declaration_to_the_controllers_servi
             {"kind": "ServiceAccount", "name": rbac.SERVICE_ACCOUNT, "namespace": DEFAULTS[rbac.NAMESPACE]}
         ]
         granted |= granted_by_rules(namespace, role["rules"])
-    problems = _differences(granted, " and ".join(files))
+        incomplete += _incomplete(file, role["rules"])
+    problems = _differences(granted, " and ".join(files)) + incomplete
     assert not problems, "\n".join(problems)
     for key, ref in rbac.ROLES.items():  # the Role named for a namespace is the one in that namespace
         namespace = DEFAULTS[key]
