@@ -20,6 +20,7 @@ DEFAULTS = rbac.DEFAULT_SETTINGS
 Access = tuple[str, str, str, str, str]  # namespace, group, resource, name ("" for any), verb
 
 
+ROLES_IN_DEPLOY = "the Roles in deploy/controller/"
 RULE_KEYS = ("apiGroups", "resources", "verbs")  # a rule without one of them grants nothing
 
 
@@ -54,7 +55,8 @@ def declared() -> set[Access]:
 def _differences(granted: set[Access], where: str) -> list[str]:
     """Each declared permission ``where`` lacks (naming its grant) and each it grants beyond them."""
     missing = [
-        f"{where} does not grant {p.describe()} ({p.grant.who}: contracts/rbac.GRANTS)"
+        f"{p.role.file if where == ROLES_IN_DEPLOY else where} does not grant {p.describe()} "
+        f"({p.grant.who}: contracts/rbac.GRANTS)"
         for p in rbac.permissions(DEFAULTS)
         if _access(p) not in granted
     ]
@@ -83,7 +85,7 @@ def test_the_deploy_roles_grant_exactly_the_declaration_to_the_controllers_servi
         ]
         granted |= granted_by_rules(namespace, role["rules"])
         incomplete += _incomplete(file, role["rules"])
-    problems = _differences(granted, " and ".join(files)) + incomplete
+    problems = _differences(granted, ROLES_IN_DEPLOY) + incomplete
     assert not problems, "\n".join(problems)
     for key, ref in rbac.ROLES.items():  # the Role named for a namespace is the one in that namespace
         namespace = DEFAULTS[key]
