@@ -101,7 +101,10 @@ def test_the_placeholder_holds_every_declared_file_with_no_model():
 
 
 def test_the_shipped_placeholder_holds_every_declared_file():
-    (shipped,) = [d for d in yaml.safe_load_all(PLACEHOLDER.read_text()) if d]
+    try:
+        (shipped,) = [d for d in yaml.safe_load_all(PLACEHOLDER.read_text()) if d]
+    except yaml.YAMLError as exc:
+        pytest.fail(f"{PLACEHOLDER.relative_to(REPO)} is not YAML ({exc}): {REGENERATE}")
     missing = catalog_files.KEYS - set(shipped["data"])
     extra = set(shipped["data"]) - catalog_files.KEYS
     assert not missing, f"{PLACEHOLDER.relative_to(REPO)} lacks {sorted(missing)}: {REGENERATE}"
