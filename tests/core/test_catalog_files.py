@@ -109,7 +109,9 @@ def test_the_shipped_placeholder_holds_every_declared_file():
     extra = set(shipped["data"]) - catalog_files.KEYS
     assert not missing, f"{PLACEHOLDER.relative_to(REPO)} lacks {sorted(missing)}: {REGENERATE}"
     assert not extra, f"{PLACEHOLDER.relative_to(REPO)} holds undeclared {sorted(extra)}: {REGENERATE}"
-    assert shipped["data"] == render.bootstrap_data(CatalogConfig()), REGENERATE
+    assert shipped["data"] == render.bootstrap_data(CatalogConfig()), (
+        f"{PLACEHOLDER.relative_to(REPO)} is not the placeholder of the declared files: {REGENERATE}"
+    )
 
 
 @pytest.mark.parametrize("app", catalog_files.CONSUMER_LABELS, ids=lambda app: ",".join(v for _, v in app))
