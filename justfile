@@ -47,9 +47,10 @@ bench *ARGS:
 embed-cost *ARGS:
     {{py}} -m bench.embed_cost {{ARGS}}
 
-# Regenerate contracts/schemas/sources.schema.json from the source registry (the other schemas $ref it).
-schemas:
-    {{py}} -m contracts.source_schema
+# Rewrite every file generated from the declarations (app/generated.py: the sources schema, docs/rbac.md's
+# table, the bootstrap placeholder); tests/test_generated.py fails, naming this command, when one is stale.
+generate:
+    {{py}} -m app.generated
 
 # Render the bundled example cluster against a saved LiteLLM /model/info.
 render-example:

@@ -3,9 +3,9 @@
 ``model-catalog check`` asks the API server for each of them (SelfSubjectAccessReview);
 ``tests/adapters/kube/test_rbac.py`` grants exactly these to a ServiceAccount and runs every source and
 executor with it; ``tests/deploy/test_rbac_declaration.py`` checks that the Roles in ``deploy/`` grant
-exactly these and that the table of ``docs/rbac.md`` is this one. A verb an adapter starts using goes here
-first, or those tests fail. The watch and the patch of each rollable workload kind are derived from its
-declaration (``catalog_core/kinds.py``).
+exactly these, naming each permission one lacks; ``just generate`` writes the table of ``docs/rbac.md``
+from them. A verb an adapter starts using goes here first, or those tests fail. The watch and the patch
+of each rollable workload kind are derived from its declaration (``catalog_core/kinds.py``).
 
 Namespaces and resource names are the settings that hold them (behaviour §10), resolved by the caller:
 ``NAMESPACE``, ``APPLIANCE_NAMESPACE`` and ``CATALOG_LEASE_NAMESPACE`` (the Lease's, ``NAMESPACE`` by
@@ -52,6 +52,16 @@ class RoleRef:
     name: str
     file: str
 
+
+# The settings' defaults (behaviour §10), as docs/rbac.md's table and the Roles in deploy/ print them.
+DEFAULT_SETTINGS: Mapping[str, str] = {
+    NAMESPACE: "ai",
+    APPLIANCE_NAMESPACE: "ai-system",
+    LEASE_NAMESPACE: "ai",
+    "EXTERNAL_MODELS_CONFIGMAP": "ai-external-models",
+    "CATALOG_CONFIGMAP": "ai-model-catalog",
+    "CATALOG_LEASE_NAME": "ai-model-catalog-controller",
+}
 
 ROLES: Mapping[str, RoleRef] = {
     NAMESPACE: RoleRef("ai-model-catalog-controller", "deploy/controller/role-ai.yaml"),

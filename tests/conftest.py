@@ -64,7 +64,8 @@ HALVES = ("all", "none", "kube", "litellm", "only")
 def part_of(item: pytest.Item) -> str:
     """Which part of the suite a test is in: none, kube or litellm (see ``--peers``)."""
     # imported here, not at the top: the fixture modules are loaded as plugins after this module
-    from tests.fixtures.litellm_peer import needs_kube, peers_needed
+    from tests.fixtures.kube_peer import needs_kube
+    from tests.fixtures.litellm_peer import peers_needed
 
     if peers_needed(item):
         return "litellm"

@@ -170,6 +170,6 @@ def test_the_new_source_is_watched_by_its_label_and_named_by_the_generated_schem
         kind,
         SourceKind.DEPLOYMENTS,
     }
-    defs = source_schema.sources_schema()["$defs"]  # what `just schemas` would write
+    defs = source_schema.sources_schema()["$defs"]  # what `just generate` would write
     assert "walkthrough-deployments" in defs["SourceKind"]["enum"] and "walkthrough" in defs["Source"]["enum"]
     assert "walkthrough" in defs["RouteId"]["pattern"]

@@ -111,10 +111,7 @@ def test_the_bootstrap_placeholder_ships_every_key_with_empty_values():
 def test_the_placeholder_file_is_what_the_placeholder_command_prints():
     assert (DEPLOY / "bootstrap" / "configmap-ai-model-catalog.yaml").read_text() == placeholder_yaml(
         CatalogConfig()
-    ), (
-        "stale: regenerate it with .venv/bin/python -m app.cli placeholder"
-        " > deploy/bootstrap/configmap-ai-model-catalog.yaml"
-    )
+    ), "deploy/bootstrap/configmap-ai-model-catalog.yaml is stale: run `just generate`"
     out = subprocess.run(
         [sys.executable, "-m", "app.cli", "placeholder"],
         capture_output=True,

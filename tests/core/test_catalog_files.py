@@ -23,10 +23,7 @@ from tests.core.harness import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER = REPO / "deploy" / "bootstrap" / "configmap-ai-model-catalog.yaml"
-REGENERATE = (
-    "regenerate it: .venv/bin/python -m app.cli placeholder"
-    " > deploy/bootstrap/configmap-ai-model-catalog.yaml"
-)
+REGENERATE = "regenerate it: run `just generate`"
 # One model of each type, named after it.
 MODELS = {
     ModelType.CHAT: b.kubeai_model("m-chat"),
@@ -104,12 +101,17 @@ def test_the_placeholder_holds_every_declared_file_with_no_model():
 
 
 def test_the_shipped_placeholder_holds_every_declared_file():
-    (shipped,) = [d for d in yaml.safe_load_all(PLACEHOLDER.read_text()) if d]
+    try:
+        (shipped,) = [d for d in yaml.safe_load_all(PLACEHOLDER.read_text()) if d]
+    except yaml.YAMLError as exc:
+        pytest.fail(f"{PLACEHOLDER.relative_to(REPO)} is not YAML ({exc}): {REGENERATE}")
     missing = catalog_files.KEYS - set(shipped["data"])
     extra = set(shipped["data"]) - catalog_files.KEYS
     assert not missing, f"{PLACEHOLDER.relative_to(REPO)} lacks {sorted(missing)}: {REGENERATE}"
     assert not extra, f"{PLACEHOLDER.relative_to(REPO)} holds undeclared {sorted(extra)}: {REGENERATE}"
-    assert shipped["data"] == render.bootstrap_data(CatalogConfig()), REGENERATE
+    assert shipped["data"] == render.bootstrap_data(CatalogConfig()), (
+        f"{PLACEHOLDER.relative_to(REPO)} is not the placeholder of the declared files: {REGENERATE}"
+    )
 
 
 @pytest.mark.parametrize("app", catalog_files.CONSUMER_LABELS, ids=lambda app: ",".join(v for _, v in app))

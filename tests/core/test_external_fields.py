@@ -128,7 +128,12 @@ def _schema_at(doc: dict[str, Any], spelling: tuple[str, ...]) -> Any:
     ("f", "spelling"), SPELLINGS, ids=lambda x: ".".join(x) if isinstance(x, tuple) else ""
 )
 def test_the_published_schema_and_the_crd_accept_each_spelling(f, spelling):
-    schema = json.loads(SCHEMA.read_text())
+    try:
+        schema = json.loads(SCHEMA.read_text())
+    except json.JSONDecodeError as exc:
+        pytest.fail(
+            f"{_name(f)}: {SCHEMA.relative_to(REPO)} is not JSON ({exc}), so it describes no spelling"
+        )
     assert _schema_at(schema, spelling) == SCHEMA_TYPE[f.value], (
         f"{_name(f)}: {SCHEMA.relative_to(REPO)} must describe {'.'.join(spelling)} as {SCHEMA_TYPE[f.value]}"
     )
