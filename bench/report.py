@@ -292,6 +292,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
             )
         )
     out.extend(idle_rows(r))
+    out.extend(soak_rows(r))
     return out
 
 
@@ -353,7 +354,10 @@ def idle_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         )
     )
     for key, what in (
-        ("leader", "one replica with leader election (the Lease renewed every 2 s)"),
+        (
+            "leader",
+            f"one replica with leader election (the Lease renewed every {v.get('lease_retry_period_s', 2):g} s)",
+        ),
         ("standby", "the leader and a standby, as deploy/ runs them"),
     ):
         c = v["configs"].get(key)
@@ -382,6 +386,67 @@ def idle_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
             f"<= {v['rss_target_mib']:.0f} MiB (the previous controller: {prev['rss_mib']:.0f} MiB, quoted)",
             _spread(series, lambda x: f"{x:.1f} MiB"),
             _met(series["median"] <= v["rss_target_mib"]),
+        )
+    )
+    return out
+
+
+SOAK_FIGURES = {
+    "rss_mib": ("RSS", lambda x: f"{x:.1f} MiB"),
+    "open_fds": ("open file descriptors", lambda x: f"{x:.0f}"),
+    "tasks": ("event-loop tasks", lambda x: f"{x:.0f}"),
+    "metric_series": ("metric series", lambda x: f"{x:.0f}"),
+}
+
+
+def soak_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """Issue 35's soak: flat figures after warm-up, and the fault suite's invariants at the end."""
+    v = r.get("SOAK")
+    if not v:
+        error = (r.get("errors") or {}).get("SOAK")
+        return [("SOAK", "churn on the real peers", "", error, "error")] if error else []
+    within = v["flat_within"] * 100
+    restarts = "; ".join(
+        f"{what} restarted at {e['at_s']:.0f} s (stop {e['stop_s']:.1f} s, start {e['start_s']:.1f} s)"
+        for what, e in (
+            ("LiteLLM", v["events"].get("litellm_restart")),
+            ("the API server", v["events"].get("apiserver_restart")),
+        )
+        if e
+    )
+    what = (
+        f"{v['minutes']:g} min of churn on the real peers ({v['changes_per_s']:.1f} changes/s made: "
+        f"{v['changes']}; {restarts}; {len(v['samples'])} samples, every 5 s)"
+    )
+    out: list[tuple[str, str, str, str, str]] = []
+    for key, (name, fmt) in SOAK_FIGURES.items():
+        f = v["flat"][key]
+        out.append(
+            (
+                "SOAK",
+                f"{name}: {what}" if key == "rss_mib" else f"the same, {name}",
+                f"flat after warm-up: the last third's median within {within:.0f} % of the second third's",
+                f"{fmt(f['second_third_median'])} -> {fmt(f['last_third_median'])} "
+                f"({f['change'] * 100:+.1f} %; min {fmt(f['min'])}, max {fmt(f['max'])})",
+                _met(bool(f["flat"])),
+            )
+        )
+    broken = {k: x for k, x in v["invariants"].items() if x != "ok"}
+    out.append(
+        (
+            "SOAK",
+            "every invariant of the fault suite at the end (converged to render's output, foreign rows "
+            "untouched, no duplicates, rollouts justified, alive and /healthz ok throughout, no secret "
+            "anywhere, a final change propagates)",
+            "all kept",
+            (
+                f"{len(v['invariants']) - len(broken)} of {len(v['invariants'])} kept"
+                + (f"; broken: {broken}" if broken else "")
+                + (f"; error: {v['error']}" if v.get("error") else "")
+                + f"; final change published in {v.get('final_change_s')} s; "
+                f"{v['watchdog_checks']} /healthz checks"
+            ),
+            _met(not broken and not v.get("error")),
         )
     )
     return out
