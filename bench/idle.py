@@ -41,6 +41,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from app.settings import LEASE_RETRY_PERIOD_SECONDS
 from bench.kube import Kube
 from bench.peers import FakeServer
 from bench.scenarios import (
@@ -53,7 +54,6 @@ from bench.scenarios import (
     wait_until,
     writes,
 )
-from app.settings import LEASE_RETRY_PERIOD_SECONDS
 from bench.stats import summary
 from catalog_core.sources.common import PROVIDER_SECRET_LABEL
 from tests.e2e.harness import Controller

@@ -356,7 +356,8 @@ def idle_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     for key, what in (
         (
             "leader",
-            f"one replica with leader election (the Lease renewed every {v.get('lease_retry_period_s', 2):g} s)",
+            "one replica with leader election (the Lease renewed every "
+            f"{v.get('lease_retry_period_s', 2):g} s)",
         ),
         ("standby", "the leader and a standby, as deploy/ runs them"),
     ):
