@@ -196,3 +196,28 @@ def test_run_without_a_usable_cluster_configuration_says_so_in_one_line(tmp_path
         assert done.returncode == 2, done.stderr
         assert "model-catalog: cannot load the cluster configuration: " in done.stderr
         assert "Traceback" not in done.stderr and "sk-never-printed" not in done.stderr + done.stdout
+
+
+def test_metrics_count_the_tasks_running_in_the_event_loop() -> None:
+    """The soak (``just bench --only SOAK``) watches this gauge for tasks left behind."""
+    import anyio
+
+    settings = load({"LITELLM_MASTER_KEY": "sk-x", "CATALOG_HTTP_PORT": "0"})
+    assert isinstance(settings, ServiceSettings)
+    service = Service(settings, api_client=object())
+
+    async def counted(extra: int) -> float | None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(extra):
+                tg.start_soon(anyio.sleep, 0.2)
+            await anyio.sleep(0)
+            text = service.telemetry.metrics_text().decode()
+            tg.cancel_scope.cancel()
+        return sample(text, "model_catalog_tasks")
+
+    try:
+        alone, with_three = anyio.run(counted, 0), anyio.run(counted, 3)
+    finally:
+        service.telemetry.shutdown()
+    assert alone is not None and alone >= 1.0
+    assert with_three == alone + 3
