@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from bench.stats import summary
@@ -392,7 +393,7 @@ def idle_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     return out
 
 
-SOAK_FIGURES = {
+SOAK_FIGURES: dict[str, tuple[str, Callable[[float], str]]] = {
     "rss_mib": ("RSS", lambda x: f"{x:.1f} MiB"),
     "open_fds": ("open file descriptors", lambda x: f"{x:.0f}"),
     "tasks": ("event-loop tasks", lambda x: f"{x:.0f}"),
