@@ -409,7 +409,12 @@ def soak_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         return [("SOAK", "churn on the real peers", "", error, "error")] if error else []
     within = v["flat_within"] * 100
     restarts = "; ".join(
-        f"{what} restarted at {e['at_s']:.0f} s (stop {e['stop_s']:.1f} s, start {e['start_s']:.1f} s)"
+        f"{what} restarted at {e['at_s']:.0f} s "
+        + (
+            f"(stop {e['stop_s']:.1f} s, start {e['start_s']:.1f} s)"
+            if "error" not in e
+            else f"({e['error']})"
+        )
         for what, e in (
             ("LiteLLM", v["events"].get("litellm_restart")),
             ("the API server", v["events"].get("apiserver_restart")),

@@ -219,30 +219,37 @@ def run(minutes: float, work: Path, log: Any) -> dict[str, Any]:
         churn = Churn(stage, runtimes)
         began = time.monotonic()
         end = began + minutes * 60.0
+        restarts = (
+            ("litellm_restart", "LiteLLM", LITELLM_RESTART_AT, restarter.stop, restarter.start),
+            ("apiserver_restart", "the API server", APISERVER_RESTART_AT, peer.stop, peer.start),
+        )
+
+        def restart_in_the_middle() -> None:
+            """Each peer stopped and started again at its moment (the samples go on meanwhile)."""
+            for key, what, at, stop, start in restarts:
+                delay = began + at * minutes * 60.0 - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                log(f"SOAK: restarting {what}")
+                try:
+                    at_s = time.monotonic() - began
+                    events[key] = {"at_s": round(at_s, 1), "stop_s": round(stop(), 1)}
+                    events[key]["start_s"] = round(start(), 1)
+                except RuntimeError as exc:
+                    events[key] = {"at_s": round(at_s, 1), "error": str(exc)[:300]}
+
+        restarting = threading.Thread(target=restart_in_the_middle, name="soak-restarts", daemon=True)
         churn.start()
+        restarting.start()
         log(f"SOAK: churn for {minutes:g} min")
         try:
             while time.monotonic() < end:
-                elapsed = (time.monotonic() - began) / (minutes * 60.0)
-                if "litellm_restart" not in events and elapsed >= LITELLM_RESTART_AT:
-                    log("SOAK: restarting LiteLLM")
-                    events["litellm_restart"] = {
-                        "at_s": round(time.monotonic() - began, 1),
-                        "stop_s": round(restarter.stop(), 1),
-                        "start_s": round(restarter.start(), 1),
-                    }
-                if "apiserver_restart" not in events and elapsed >= APISERVER_RESTART_AT:
-                    log("SOAK: restarting the API server")
-                    events["apiserver_restart"] = {
-                        "at_s": round(time.monotonic() - began, 1),
-                        "stop_s": round(peer.stop(), 1),
-                        "start_s": round(peer.start(), 1),
-                    }
                 try:
                     samples.append({**sample(stage), "t": time.monotonic() - began})
                 except (httpx.HTTPError, OSError) as exc:
                     events.setdefault("sample_errors", []).append(f"{type(exc).__name__}: {exc}"[:200])
                 time.sleep(max(0.0, min(SAMPLE_EVERY_S, end - time.monotonic())))
+            restarting.join()  # a restart still under way ends before the judging starts
         finally:
             churn.stop()
         churn_seconds = time.monotonic() - began
