@@ -26,7 +26,7 @@ import anyio
 import attrs
 
 from adapters.kube.api import KubeApi, KubeError
-from app.settings import LEASE_DURATION_SECONDS, LEASE_RENEW_DEADLINE_SECONDS, LEASE_RETRY_PERIOD_SECONDS
+from app.lease_timing import LEASE_DURATION_SECONDS, LEASE_RENEW_DEADLINE_SECONDS, LEASE_RETRY_PERIOD_SECONDS
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 

@@ -41,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from app.settings import LEASE_RETRY_PERIOD_SECONDS
+from app.lease_timing import LEASE_RETRY_PERIOD_SECONDS
 from bench.kube import Kube
 from bench.peers import FakeServer
 from bench.scenarios import (

@@ -20,7 +20,7 @@ import attrs
 import pytest
 import yaml
 
-from app.settings import LEASE_DURATION_SECONDS, LEASE_RENEW_DEADLINE_SECONDS, LEASE_RETRY_PERIOD_SECONDS
+from app.lease_timing import LEASE_DURATION_SECONDS, LEASE_RENEW_DEADLINE_SECONDS, LEASE_RETRY_PERIOD_SECONDS
 from tests.faults import results
 from tests.faults.kube import Admin, ApiError
 from tests.faults.peers import OtlpSink, OwnKubePeer
