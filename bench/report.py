@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -444,15 +445,23 @@ def soak_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         f"{v['changes']}; {restarts}; {len(v['samples'])} samples, every 5 s)"
     )
     out: list[tuple[str, str, str, str, str]] = []
+    after = _after_restarts(v)
     for key, (name, fmt) in SOAK_FIGURES.items():
         f = v["flat"][key]
+        since = ""
+        if after:
+            a, b = (statistics.median(s[key] for s in half) for half in after)
+            since = (
+                f"; after the restarts (from {after[0][0]['t']:.0f} s), first half -> second half: "
+                f"{fmt(a)} -> {fmt(b)} ({(b - a) / a * 100 if a else float('nan'):+.1f} %)"
+            )
         out.append(
             (
                 "SOAK",
                 f"{name}: {what}" if key == "rss_mib" else f"the same, {name}",
                 f"flat after warm-up: the last third's median within {within:.0f} % of the second third's",
                 f"{fmt(f['second_third_median'])} -> {fmt(f['last_third_median'])} "
-                f"({f['change'] * 100:+.1f} %; min {fmt(f['min'])}, max {fmt(f['max'])})",
+                f"({f['change'] * 100:+.1f} %; min {fmt(f['min'])}, max {fmt(f['max'])}){since}",
                 _met(bool(f["flat"])),
             )
         )
@@ -475,6 +484,18 @@ def soak_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         )
     )
     return out
+
+
+def _after_restarts(v: dict[str, Any]) -> tuple[list[dict[str, float]], list[dict[str, float]]] | None:
+    """The samples taken once both restarts were over, in two halves (None: too few)."""
+    ends = [
+        e["at_s"] + e.get("stop_s", 0.0) + e.get("start_s", 0.0)
+        for e in (v["events"].get("litellm_restart"), v["events"].get("apiserver_restart"))
+        if e
+    ]
+    later = [s for s in v["samples"] if s["t"] >= max(ends, default=0.0) + 10.0]
+    half = len(later) // 2
+    return (later[:half], later[half:]) if half >= 3 else None
 
 
 def p8_split(runs: list[dict[str, float]]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:

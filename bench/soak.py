@@ -126,20 +126,27 @@ class Churn:
         ready_runtime(self.stage, name, self._runtime_ready[name])
 
 
-def sample(stage: Stage) -> dict[str, float]:
+def series_of(text: str) -> set[str]:
+    """The series on a /metrics page: each sample's name and labels."""
+    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def sample(stage: Stage, seen: list[set[str]]) -> dict[str, float]:
+    """One sample of the leader's figures; the series it exports are appended to ``seen``."""
     controller = stage.leader
     assert controller.process is not None
     pid = controller.process.pid
     with open(f"/proc/{pid}/status") as status:
         rss_kib = next(int(x.split()[1]) for x in status if x.startswith("VmRSS:"))
     text = controller.metrics()
-    series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    series = series_of(text)
+    seen.append(series)
     return {
         "t": time.monotonic(),
         "rss_mib": rss_kib / 1024,
         "open_fds": float(len(os.listdir(f"/proc/{pid}/fd"))),
         "tasks": controller.metric("model_catalog_tasks", text),
-        "metric_series": float(series),
+        "metric_series": float(len(series)),
     }
 
 
@@ -215,6 +222,7 @@ def run(minutes: float, work: Path, log: Any) -> dict[str, Any]:
         )
         snapshot = stage.snapshot()
         samples: list[dict[str, float]] = []
+        series: list[set[str]] = []  # per sample: what it exported
         events: dict[str, Any] = {}
         churn = Churn(stage, runtimes)
         began = time.monotonic()
@@ -245,7 +253,7 @@ def run(minutes: float, work: Path, log: Any) -> dict[str, Any]:
         try:
             while time.monotonic() < end:
                 try:
-                    samples.append({**sample(stage), "t": time.monotonic() - began})
+                    samples.append({**sample(stage, series), "t": time.monotonic() - began})
                 except (httpx.HTTPError, OSError) as exc:
                     events.setdefault("sample_errors", []).append(f"{type(exc).__name__}: {exc}"[:200])
                 time.sleep(max(0.0, min(SAMPLE_EVERY_S, end - time.monotonic())))
@@ -264,6 +272,11 @@ def run(minutes: float, work: Path, log: Any) -> dict[str, Any]:
             "events": events,
             "samples": samples,
             "flat": flatness(samples),
+            # what changed in the series after warm-up (the start of the second third): names a growth
+            "series_after_warm_up": {
+                "added": sorted(series[-1] - series[len(series) // 3])[:50] if series else [],
+                "gone": sorted(series[len(series) // 3] - series[-1])[:50] if series else [],
+            },
             "flat_within": FLAT_WITHIN,
             "invariants": outcome.invariants,
             "final_change_s": outcome.measured.get("final_change_s"),
