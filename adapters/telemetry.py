@@ -179,6 +179,10 @@ class Telemetry:
             ),
             ("model_catalog_published_models", "Catalog entries currently published"),
             ("model_catalog_leader", "1 while this replica leads, else 0"),
+            (
+                "model_catalog_tasks",
+                "Tasks running in the process's event loop: flat while it runs (one that grows leaks tasks)",
+            ),
             ("model_catalog_source_status", "1 for each source's current status, 0 for its other statuses"),
             ("model_catalog_litellm_reachable", "1 while LiteLLM answers"),
             (

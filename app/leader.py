@@ -1,8 +1,9 @@
 """Leader election with a coordination.k8s.io/v1 Lease (client-go's algorithm, simplified).
 
 The holder renews every retry period; a candidate takes the Lease only when
-the holder has not renewed it for a whole lease duration *as observed by the
-candidate's own clock* (never by comparing two machines' clocks). A leader that
+the holder has not renewed it for a whole lease duration (the one the holder
+wrote on the Lease) *as observed by the candidate's own clock* (never by
+comparing two machines' clocks). A leader that
 cannot renew within the renew deadline stops leading at once. On shutdown the
 leader releases the Lease so a standby takes over without waiting.
 
@@ -25,6 +26,7 @@ import anyio
 import attrs
 
 from adapters.kube.api import KubeApi, KubeError
+from app.lease_timing import LEASE_DURATION_SECONDS, LEASE_RENEW_DEADLINE_SECONDS, LEASE_RETRY_PERIOD_SECONDS
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
@@ -39,9 +41,9 @@ class LeaseConfig:
     name: str
     namespace: str
     identity: str
-    duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    duration: float = LEASE_DURATION_SECONDS
+    renew_deadline: float = LEASE_RENEW_DEADLINE_SECONDS
+    retry_period: float = LEASE_RETRY_PERIOD_SECONDS
     request_timeout: float = 5.0
 
 
@@ -97,6 +99,7 @@ class LeaderElector:
         self.leading = False
         self._observed: tuple[str, dt.datetime | None] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
+        self._observed_duration: float | None = None  # the holder's leaseDurationSeconds last seen
         self._held: dict[str, Any] | None = None  # the Lease as our last successful write returned it
         self._watched = False  # a watch of the Lease feeds ``observe``
 
@@ -109,10 +112,18 @@ class LeaderElector:
         spec = lease.get("spec")
         spec = spec if isinstance(spec, Mapping) else {}
         self._watched = True
-        self._saw(str(spec.get("holderIdentity") or ""), _micro_time(spec.get("renewTime")))
+        self._saw(
+            str(spec.get("holderIdentity") or ""),
+            _micro_time(spec.get("renewTime")),
+            spec.get("leaseDurationSeconds"),
+        )
 
-    def _saw(self, holder: str, renewed: dt.datetime | None) -> None:
+    def _saw(self, holder: str, renewed: dt.datetime | None, duration: Any) -> None:
         record = (holder, renewed)
+        # As client-go's candidates do, the holder's own word on how long its Lease lasts
+        # (``leaseDurationSeconds``) is what a candidate waits for; this replica's when it says none.
+        valid = isinstance(duration, int) and not isinstance(duration, bool) and duration > 0
+        self._observed_duration = float(duration) if valid else None
         if record != self._observed:
             self._observed, self._observed_at = record, self._clock()
 
@@ -192,7 +203,8 @@ class LeaderElector:
             return {}
 
     def _expired(self) -> bool:
-        return self._clock() - self._observed_at > self._config.duration
+        duration = self._observed_duration or self._config.duration
+        return self._clock() - self._observed_at > duration
 
     async def _try_acquire(self) -> None:
         if self._watched and self._observed is not None:
@@ -206,7 +218,8 @@ class LeaderElector:
                 await self._set(True)
                 return
             holder = _holder(lease)
-            self._saw(holder, _micro_time(_spec(lease).get("renewTime")))
+            spec = _spec(lease)
+            self._saw(holder, _micro_time(spec.get("renewTime")), spec.get("leaseDurationSeconds"))
             if holder and holder != self._config.identity and not self._expired():
                 return
             self._held = await self._replace(self._body(lease, holder != self._config.identity))

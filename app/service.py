@@ -102,6 +102,8 @@ class Service:
         self.telemetry.bind_kube(self.catalog.kube.stats)
         self.telemetry.set_gauge("model_catalog_queue_depth", lambda: [(float(self.loop.queue.depth), {})])
         self.telemetry.set_gauge("model_catalog_leader", lambda: [(1.0 if self.leading else 0.0, {})])
+        # read as /metrics renders, on the event loop's thread
+        self.telemetry.set_gauge("model_catalog_tasks", lambda: [(float(len(anyio.get_running_tasks())), {})])
         size = CatalogSize(lambda: self.loop.state)
         self.telemetry.set_gauge("model_catalog_items", size.items)
         self.telemetry.set_gauge("model_catalog_catalog_bytes", size.size)

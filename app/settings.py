@@ -16,6 +16,11 @@ from typing import TYPE_CHECKING
 import attrs
 
 from adapters.litellm.bounds import DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_ANSWER_VALUES
+from app.lease_timing import (
+    LEASE_DURATION_SECONDS,
+    LEASE_RENEW_DEADLINE_SECONDS,
+    LEASE_RETRY_PERIOD_SECONDS,
+)
 from catalog_core.config import CatalogConfig, ConfigError, quoted_setting
 
 if TYPE_CHECKING:
@@ -46,9 +51,9 @@ class ServiceSettings:
     leader_election: bool = True
     lease_name: str = "ai-model-catalog-controller"
     lease_namespace: str = "ai"
-    lease_duration_seconds: float = 15.0
-    lease_renew_deadline_seconds: float = 10.0
-    lease_retry_period_seconds: float = 2.0
+    lease_duration_seconds: float = LEASE_DURATION_SECONDS
+    lease_renew_deadline_seconds: float = LEASE_RENEW_DEADLINE_SECONDS
+    lease_retry_period_seconds: float = LEASE_RETRY_PERIOD_SECONDS
     identity: str = ""
     max_concurrent_writes: int = 4
     catalog_min_write_interval: float = 0.5
@@ -199,9 +204,11 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
             )
         else:
             resolve.append((match.group(1), match.group(2)))
-    duration = number("CATALOG_LEASE_DURATION_SECONDS", 15.0, 2.0)
-    renew = number("CATALOG_LEASE_RENEW_DEADLINE_SECONDS", min(10.0, duration * 2 / 3), 1.0)
-    retry = number("CATALOG_LEASE_RETRY_PERIOD_SECONDS", min(2.0, renew / 2), 0.1)
+    duration = number("CATALOG_LEASE_DURATION_SECONDS", LEASE_DURATION_SECONDS, 2.0)
+    renew = number(
+        "CATALOG_LEASE_RENEW_DEADLINE_SECONDS", min(LEASE_RENEW_DEADLINE_SECONDS, duration * 2 / 3), 1.0
+    )
+    retry = number("CATALOG_LEASE_RETRY_PERIOD_SECONDS", min(LEASE_RETRY_PERIOD_SECONDS, renew / 2), 0.1)
     if not retry < renew < duration:
         problems.append(
             ConfigError(
@@ -290,7 +297,11 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--leader-election", "CATALOG_LEADER_ELECTION", "true|false: take a coordination.k8s.io Lease (true)"),
     ("--lease-name", "CATALOG_LEASE_NAME", "Lease name (ai-model-catalog-controller)"),
     ("--lease-namespace", "CATALOG_LEASE_NAMESPACE", "Lease namespace (NAMESPACE)"),
-    ("--lease-duration-seconds", "CATALOG_LEASE_DURATION_SECONDS", "Lease duration (15)"),
+    (
+        "--lease-duration-seconds",
+        "CATALOG_LEASE_DURATION_SECONDS",
+        f"Lease duration ({LEASE_DURATION_SECONDS:g})",
+    ),
     ("--identity", "POD_NAME", "this replica's Lease identity (the pod name)"),
     ("--max-concurrent-writes", "CATALOG_MAX_CONCURRENT_WRITES", "writes carried out at once (4)"),
     ("--catalog-min-write-interval", "CATALOG_MIN_WRITE_INTERVAL_SECONDS", "coalesce catalog writes (0.5 s)"),

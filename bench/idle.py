@@ -16,7 +16,7 @@ a consumer Deployment; the fake LiteLLM):
 - ``single``: one replica without leader election, as the previous controller ran (and as the issue
   measured this one): the comparison. Its watches' liveness signal is a 5 s probe watch of the Lease.
 - ``leader``: one replica with leader election, as ``deploy/`` runs each replica: the Lease renewed every
-  2 s, whose renewals are the liveness signal.
+  retry period (``LEASE_RETRY_PERIOD_SECONDS``, 4 s), whose renewals are the liveness signal.
 - ``standby``: the same leader and a standby beside it (``deploy/``'s two replicas), both counted.
 
 The previous controller is not in this repository: its figures are the issue's measurement on the same
@@ -41,6 +41,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from app.lease_timing import LEASE_RETRY_PERIOD_SECONDS
 from bench.kube import Kube
 from bench.peers import FakeServer
 from bench.scenarios import (
@@ -281,6 +282,7 @@ def run(world: World, peer: AuditedPeer, server: FakeServer, windows: dict[str, 
         "trials": TRIALS,
         "previous": PREVIOUS,
         "rss_target_mib": RSS_TARGET_MIB,
+        "lease_retry_period_s": LEASE_RETRY_PERIOD_SECONDS,
         "configs": {},
     }
     base = world.controller_env(server.url, CATALOG_LITELLM_RESYNC_SECONDS="30")

@@ -6,6 +6,9 @@ dated copy. Not part of ``just test``.
     just bench --only P5,P6
     just bench --only IDLE   # idle API server requests by verb and RSS (issue 35), on a peer of its own
     just bench --only P7 --sizes 100   # only the sizes given (P1, P5, P7), e.g. RSS at 100 models
+    just bench --only SOAK   # 30 min of churn on the real peers, restarts in the middle (--soak-minutes)
+
+SOAK runs only when named (``--only SOAK``): it takes ``--soak-minutes`` (30) on top of everything else.
 
 It starts its own kube-apiserver (``../shared/kube-peer``, a new ROOT) and, for P2, the real LiteLLM
 (``../shared/litellm-peer``, the tests' reused ROOT and lock), unless ``KUBECONFIG`` /
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import core as core_bench
-from bench import idle, machine, profile, report, scenarios
+from bench import idle, machine, profile, report, scenarios, soak
 from bench.image_venv import build as build_image_venv
 from bench.kube import Kube
 from bench.make_big_log import DEFAULT_OUT, generate
@@ -41,6 +44,7 @@ from bench.stats import summary
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ALL = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "IDLE")
+ON_REQUEST = ("SOAK",)  # run only when named in --only
 NOTES = (
     "P1 and P7 are measured at 100, 1,000 and 10,000 models (issue 15: a change re-renders only the "
     "catalog entries it touched, so converging no longer redoes O(n) work per tick; `python -m "
@@ -258,6 +262,9 @@ class Bench:
                 else {"single": idle.FULL_WINDOW_S, "leader": 120.0}
             )
             self.guarded("IDLE", idle.bench, 100, windows, self.work)
+        if self.want("SOAK"):
+            log(f"SOAK: {self.args.soak_minutes:g} min of churn on the real peers")
+            self.guarded("SOAK", soak.bench, self.args.soak_minutes, log)
         self.profile_worst()
         self.results["seconds"] = time.monotonic() - began
         self.results["machine"]["load_average_at_end"] = machine.load_average()
@@ -468,14 +475,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="a shorter run (fewer repeats, up to 1,000 models)"
     )
-    parser.add_argument("--only", default="", help="comma-separated ids, e.g. P5,P6")
+    parser.add_argument(
+        "--only", default="", help=f"comma-separated ids, e.g. P5,P6 (of {', '.join(ALL + ON_REQUEST)})"
+    )
     parser.add_argument(
         "--sizes",
         default="",
         help="comma-separated model counts for P1, P5 and P7, e.g. 100 (default: 100,1000,10000; "
         "100,1000 with --quick)",
     )
+    parser.add_argument(
+        "--soak-minutes",
+        type=float,
+        default=soak.DEFAULT_MINUTES,
+        help=f"how long SOAK churns ({soak.DEFAULT_MINUTES:g})",
+    )
     args = parser.parse_args(argv)
+    unknown = set(filter(None, args.only.split(","))) - set(ALL + ON_REQUEST)
+    if unknown:
+        parser.error(f"unknown ids in --only: {', '.join(sorted(unknown))}")
     os.environ.setdefault("PYTHONHASHSEED", "0")
     return Bench(args).run()
 

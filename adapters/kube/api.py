@@ -32,6 +32,13 @@ _WRITES = frozenset({"POST", "PUT", "PATCH"})  # each names us as its field mana
 _MESSAGE_LIMIT = 300
 
 
+TRANSPORT_FAILURE_STATUS = 0  # ``KubeError.status`` of a request that got no HTTP answer
+# The statuses an API server that is down or restarting answers with (none, then 503 while its resources
+# come back): every source and writer declares its error series for them at 0 from the start, so an
+# outage adds no series (and ``increase()`` sees its first error).
+OUTAGE_STATUSES = (TRANSPORT_FAILURE_STATUS, 503)
+
+
 class KubeError(Exception):
     """An API error: ``status`` is the HTTP status, 0 for a transport failure or a timeout.
 
@@ -232,7 +239,9 @@ class KubeApi:
         with anyio.move_on_after(wait):
             response = await self._send("GET", path, query=params, total=total)
         if response is None:
-            raise KubeError(0, "TimeoutError", f"no answer to the watch request within {wait:g} s")
+            raise KubeError(
+                TRANSPORT_FAILURE_STATUS, "TimeoutError", f"no answer to the watch request within {wait:g} s"
+            )
         try:
             if response.status_code != 200:
                 with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):

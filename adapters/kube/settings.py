@@ -23,13 +23,17 @@ class Liveness:
     name: str
     renewed_every: float | None = None
     probe_seconds: int = 5
+    # How much later than due a renewal may arrive before its silence is a verdict: a renewal is a request
+    # (made a retry period after the last one answered), late by what a loaded API server takes to answer.
+    late_allowance: float = 3.0
 
     @property
     def stale_after(self) -> float:
-        """Silence that means the Lease's watch (and so every watch opened as long ago) is dead: a few
-        renewals missed, never less than 3 s (a renewal is a request, late on a loaded API server)."""
+        """Silence that means the Lease's watch (and so every watch opened as long ago) is dead: the next
+        renewal is due ``renewed_every`` after the last one heard, and did not come ``late_allowance``
+        after that. A connection that dies just after a renewal is given up this long later."""
         assert self.renewed_every is not None
-        return max(3.0, 2.5 * self.renewed_every)
+        return self.renewed_every + self.late_allowance
 
 
 @attrs.frozen

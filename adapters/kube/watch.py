@@ -28,7 +28,14 @@ import attrs
 from anyio.abc import ObjectSendStream
 
 from adapters.backoff import Backoff
-from adapters.kube.api import KubeApi, KubeError, collection_path, metadata, resource_label
+from adapters.kube.api import (
+    OUTAGE_STATUSES,
+    KubeApi,
+    KubeError,
+    collection_path,
+    metadata,
+    resource_label,
+)
 from adapters.kube.liveness import UNGUARDED, Guards, keepalive_of, watch_timeout
 from adapters.kube.settings import (
     ERRORS_TOTAL,
@@ -191,6 +198,8 @@ def declare_watch_series(stats: KubeStats, source: SourceKind, resource: str, na
         stats.declare(metric, source=source.value)
     for verb in ("list", "watch"):
         stats.declare(FORBIDDEN_TOTAL, source=source.value, verb=verb, resource=resource, namespace=namespace)
+    for status in OUTAGE_STATUSES:
+        stats.declare(ERRORS_TOTAL, source=source.value, status=str(status))
 
 
 class WatchSource:

@@ -28,7 +28,15 @@ import anyio
 
 from adapters.backoff import KeyedBackoff
 from adapters.identity import NAME
-from adapters.kube.api import MERGE_PATCH, KubeApi, KubeError, collection_path, metadata, object_path
+from adapters.kube.api import (
+    MERGE_PATCH,
+    OUTAGE_STATUSES,
+    KubeApi,
+    KubeError,
+    collection_path,
+    metadata,
+    object_path,
+)
 from adapters.kube.settings import ERRORS_TOTAL, FORBIDDEN_TOTAL, KubeStats
 from catalog_core.commands import (
     Command,
@@ -87,6 +95,8 @@ class Outcomes:
         self.stats = stats or KubeStats()
         for command, verb, resource in WRITES:
             self.stats.declare(FORBIDDEN_TOTAL, kind=command.__name__, verb=verb, resource=resource.plural)
+            for status in OUTAGE_STATUSES:
+                self.stats.declare(ERRORS_TOTAL, kind=command.__name__, status=str(status))
         self.rng = rng or random.Random()
         self.backoff = backoff or KeyedBackoff(base=RETRY_BASE_SECONDS, cap=retry_cap, rng=self.rng)
         self.conflicts = KeyedBackoff(base=CONFLICT_BASE_SECONDS, cap=retry_cap, rng=self.rng)

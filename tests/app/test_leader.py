@@ -6,6 +6,7 @@ The Lease lives on the real kube-apiserver; only the elector's monotonic clock i
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -80,6 +81,34 @@ async def test_a_standby_takes_over_only_after_a_whole_lease_duration_of_silence
 
     await a._renew_or_step_down()  # a finds the Lease held by b: it stops at once, without retrying
     assert not a.leading and a_changes.seen == [True, False]
+
+
+async def test_a_candidate_waits_for_the_lease_duration_the_holder_wrote(
+    kube_peer: KubePeer, kube_client: Any
+) -> None:
+    """As client-go's candidates: another holder that wrote ``leaseDurationSeconds: 4`` is expired after
+    4 s of silence, not after this replica's own 15 s."""
+    ns = await create_namespace(kube_client)
+    leases = client.CoordinationV1Api(kube_client)
+    now = dt.datetime.now(dt.UTC)
+    await leases.create_namespaced_lease(
+        ns,
+        client.V1Lease(
+            metadata=client.V1ObjectMeta(name="lease-under-test", namespace=ns),
+            spec=client.V1LeaseSpec(holder_identity="other", lease_duration_seconds=4, renew_time=now),
+        ),
+    )
+    b_clock = FakeClock()
+    b, b_changes = _elector(kube_client, ns, "replica-b", b_clock)
+    await b._try_acquire()  # first sight of other's renewal, at b's 0 s
+    b_clock.now = 3.9
+    await b._try_acquire()
+    assert not b.leading
+    b_clock.now = 4.1
+    await b._try_acquire()
+    assert b.leading and b_changes.seen == [True]
+    lease = await leases.read_namespaced_lease("lease-under-test", ns)
+    assert lease.spec.holder_identity == "replica-b" and lease.spec.lease_duration_seconds == 15
 
 
 async def test_a_leader_that_cannot_renew_within_the_renew_deadline_steps_down() -> None:

@@ -20,6 +20,7 @@ import attrs
 import pytest
 import yaml
 
+from app.lease_timing import LEASE_DURATION_SECONDS, LEASE_RENEW_DEADLINE_SECONDS, LEASE_RETRY_PERIOD_SECONDS
 from tests.faults import results
 from tests.faults.kube import Admin, ApiError
 from tests.faults.peers import OtlpSink, OwnKubePeer
@@ -49,6 +50,11 @@ FULL_PROFILE = Profile(
     "full", hold=30.0, slow_hold=30.0, kill_rounds=40, litellm_bound=30.0, kube_bound=45.0, steal_hold=20.0
 )
 PROFILE = FULL_PROFILE if FULL else FAST
+DEPLOYED_LEASE = {
+    "CATALOG_LEASE_DURATION_SECONDS": f"{LEASE_DURATION_SECONDS:g}",
+    "CATALOG_LEASE_RENEW_DEADLINE_SECONDS": f"{LEASE_RENEW_DEADLINE_SECONDS:g}",
+    "CATALOG_LEASE_RETRY_PERIOD_SECONDS": f"{LEASE_RETRY_PERIOD_SECONDS:g}",
+}
 
 
 @attrs.define
@@ -111,7 +117,9 @@ def shared_stage(suite: Suite) -> Iterator[Any]:
     the LiteLLM fake on loopback): scenarios run one after another, each judged on its own."""
     from tests.faults.stage import Stage
 
-    stage = Stage(suite, "faults", via_proxy=True).start()
+    # The full profile runs the connection and Lease faults with the Lease's timing as deployed (the
+    # renewals are the watches' liveness signal): the recoveries it reports are the production ones.
+    stage = Stage(suite, "faults", via_proxy=True, env=DEPLOYED_LEASE if FULL else None).start()
     try:
         stage.launch()
         stage.watchdog.start()

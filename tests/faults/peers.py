@@ -33,7 +33,7 @@ import anyio.from_thread
 from tests.adapters.kube.helpers import TcpProxy
 from tests.e2e.harness import LoopbackHTTPServer, QuietHandler
 from tests.fakes.litellm import FakeLiteLLM
-from tests.fixtures.kube_peer import shared_dir
+from tests.fixtures.shared import shared_dir
 
 T = TypeVar("T")
 

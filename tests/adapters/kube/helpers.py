@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from adapters.kube import KubeSettings, run_sources
 from adapters.ports import Executor, Source
@@ -269,7 +270,7 @@ class Pipeline:
         self,
         config: CatalogConfig,
         executors: Sequence[Executor],
-        receive: ObjectReceiveStream[Event],
+        receive: MemoryObjectReceiveStream[Event],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state = initial_state(config)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from adapters.kube.api import KubeApi, KubeError
+from adapters.kube.api import OUTAGE_STATUSES, KubeApi, KubeError
 from adapters.kube.settings import (
     ERRORS_TOTAL,
     FORBIDDEN_TOTAL,
@@ -21,10 +21,11 @@ from adapters.kube.settings import (
     KubeStats,
     secret_watch_name,
 )
+from adapters.kube.watch import declare_watch_series
 from adapters.kube.writers import Outcomes, PodEvictor
 from adapters.telemetry import Telemetry
 from catalog_core.commands import EmitKubernetesEvent, EvictPod, ObjectRef
-from catalog_core.events import Outcome
+from catalog_core.events import Outcome, SourceKind
 from tests.fixtures.kube_peer import create_namespace, new_api_client
 
 SERIES = re.compile(r"^(model_catalog_\w+)\{([^}]*)\}", re.MULTILINE)
@@ -54,7 +55,9 @@ def test_five_thousand_failing_evictions_add_no_series_and_no_table_entries() ->
     finally:
         telemetry.shutdown()
     errors = series_of(text, "model_catalog_kube_errors_total")
-    assert len(errors) == 1 and 'kind="EvictPod"' in errors[0] and 'status="500"' in errors[0]
+    failing = [s for s in errors if 'status="500"' in s]
+    assert len(failing) == 1 and 'kind="EvictPod"' in failing[0]
+    assert all('status="0"' in s or 'status="503"' in s for s in errors if s not in failing)  # declared
     assert stats.total(ERRORS_TOTAL, kind="EvictPod") == 5000
     forbidden = [s for s in series_of(text, "model_catalog_kube_forbidden_total") if 'verb="create"' in s]
     hit = [s for s in forbidden if 'kind="EmitKubernetesEvent"' in s]
@@ -117,3 +120,19 @@ async def test_forbidden_evictions_on_the_real_api_server_name_no_pod(
     assert stats.total(FORBIDDEN_TOTAL, kind="EvictPod", verb="create", resource="pods") == 20
     assert len(stats.counters) == before
     assert "chosen-by-attacker" not in text
+
+
+def test_an_outage_of_the_api_server_adds_no_error_series() -> None:
+    """What a down or restarting API server answers (no HTTP answer, then 503) is declared for every source
+    and writer at 0 from the start: the first outage adds no series (the soak's metric series stay flat)."""
+    stats = KubeStats()
+    declare_watch_series(stats, SourceKind.PODS, "pods", "ai")
+    Outcomes(stats)
+    before = set(stats.counters)
+    for status in OUTAGE_STATUSES:
+        stats.inc(ERRORS_TOTAL, source=SourceKind.PODS.value, status=str(status))
+        outcomes_failed = Outcomes(stats).failed(
+            EvictPod("ai", "p", "uid-p", "h1"), KubeError(status, "Unavailable"), "create", "pods/p in ai"
+        )
+        assert outcomes_failed.outcome is Outcome.RETRY
+    assert set(stats.counters) == before
