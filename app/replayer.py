@@ -153,7 +153,7 @@ class Replayer:
                 f"{wire.STATE_SCHEMA}); they cannot be read by this version",
             )
         try:
-            state = wire.structure_state(wire.with_gates(line.raw["state"], self.config.gates))
+            state = wire.structure_state(wire.with_header_fields(line.raw["state"], self.config))
         except wire.LogFormatError as exc:
             raise self._fail(line.number, f"snapshot record: {exc}") from None
         if state.config != self.config:
@@ -166,12 +166,20 @@ class Replayer:
             header = wire.decode_header(line.raw)
         except wire.LogFormatError as exc:
             raise self._fail(line.number, str(exc)) from None
-        same = (header.run, header.version, dict(header.config), header.state_schema, header.gates) == (
+        same = (
+            header.run,
+            header.version,
+            dict(header.config),
+            header.state_schema,
+            header.gates,
+            header.catalog_keys,
+        ) == (
             self.header.run,
             self.header.version,
             dict(self.header.config),
             self.header.state_schema,
             self.header.gates,
+            self.header.catalog_keys,
         )
         if not same:
             raise self._fail(line.number, "a header of another run or configuration: logs of different runs")
@@ -305,7 +313,7 @@ class Replayer:
                     yield Notice(seq, line.number, f"continuing from the snapshot at seq {seq}")
                 else:
                     yield SnapshotSeen(
-                        seq, line.number, wire.with_gates(raw["state"], self.config.gates), state
+                        seq, line.number, wire.with_header_fields(raw["state"], self.config), state
                     )
             elif kind == "gap":
                 reseed = True

@@ -3,10 +3,12 @@
 A ``CatalogFile`` says everything about one key: its name (literal: apps read it by name), which published
 models it lists and the fragment each one contributes, the document around them, its text format and the
 labels of the pods that read it (they are consumers, rolled when the catalog changes: behaviour §9).
-``FILES`` lists them; nothing else names a key. The renderer (``rules/render.py``) keeps one run of
-fragments per listing file up to date, takes the data's size bound over those runs, and renders every
-declared file, the bootstrap placeholder included (its value is the file's document with no model, READY
-``false`` and the hash ``bootstrap``); ``sources/consumers.py`` reads the consumers' labels.
+``FILES`` lists them; nothing else declares a key (``contracts/eventlog.py`` keeps the keys runs rendered
+before headers recorded them: a fact about those runs). The renderer (``rules/render.py``) keeps one run
+of fragments per listing file up to date, takes the data's size bound over those runs, and renders the
+declared files of ``CatalogConfig.catalog_keys`` (every one in a running controller; a replay, those its
+log's header records), the bootstrap placeholder included (its value is the file's document with no
+model, READY ``false`` and the hash ``bootstrap``); ``sources/consumers.py`` reads the consumers' labels.
 ``tests/core/test_catalog_files.py`` holds every declaration to what it says.
 """
 
@@ -14,15 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from catalog_core.config import CatalogConfig
 from catalog_core.rules.limits import opencode_limits, paperclip_limits
 from catalog_core.sources.catalog_configmap import DEFAULT_CHAT_KEY, DEFAULT_EMBEDDING_KEY, READY_KEY
 from catalog_core.urls import published_url
 from catalog_core.values import ModelType
+
+if TYPE_CHECKING:  # the configuration names the declared keys it renders (config.py imports this module)
+    from catalog_core.config import CatalogConfig
 
 # Scalar keys only READY and HASH carry MODEL_CATALOG_ (behaviour §5.1). READY and the default models' keys
 # are read back from the written catalog, so they are declared with it (sources/catalog_configmap.py).

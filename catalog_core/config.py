@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from catalog_core.catalog_files import KEYS
 from catalog_core.gates import ALL_GATES, Gate
 from catalog_core.urls import DestinationPattern, pattern_entries
 
@@ -72,6 +73,10 @@ class CatalogConfig:
     # only when a replay plans a log recorded before some existed (its header says which). Not a setting:
     # ``from_env`` never reads it and ``as_env`` never writes it.
     gates: frozenset[Gate] = ALL_GATES
+    # The data keys of the catalog ConfigMap the run renders (catalog_core.catalog_files): every declared
+    # one, always, in a running controller; fewer only when a replay plans a log recorded before some
+    # were declared (its header says which), whose writes held only those. Not a setting either.
+    catalog_keys: frozenset[str] = KEYS
     # A KubeAI Model that KubeAI scales up from zero on a request (autoscaling on, minReplicas 0 or absent)
     # is published while no replica is ready (false: only while a replica is ready)...
     kubeai_scale_from_zero: bool = True
@@ -165,7 +170,7 @@ class CatalogConfig:
 
     def as_env(self) -> dict[str, str]:
         """The settings in their environment spelling (for the event log header, which records ``gates``
-        beside them)."""
+        and ``catalog_keys`` beside them)."""
         return {
             "NAMESPACE": self.namespace,
             "APPLIANCE_NAMESPACE": self.appliance_namespace,

@@ -18,7 +18,10 @@ from ``Ticked.now``) and ``k`` (the record kind):
     source kinds the run's planning waited for; absent: the built-in catalog
     sources, as every run waited for before route sources declared their own)
     and ``gates`` (the planning rules the run decided with, ``catalog_core.gates``;
-    absent: the ones of its state schema, :data:`GATES_BEFORE_THEY_WERE_RECORDED`).
+    absent: the ones of its state schema, :data:`GATES_BEFORE_THEY_WERE_RECORDED`)
+    and ``catalog_keys`` (the data keys of the catalog ConfigMap the run rendered,
+    ``CatalogConfig.catalog_keys``; absent:
+    :data:`CATALOG_KEYS_BEFORE_THEY_WERE_RECORDED`).
 ``event``
     ``event``: one event exactly as the core received it (raw objects are the
     redacted plain JSON the adapters produced).
@@ -75,6 +78,7 @@ from cattrs.v import format_exception, transform_error
 from catalog_core import commands as cmd
 from catalog_core import events as ev
 from catalog_core import registry
+from catalog_core.catalog_files import KEYS
 from catalog_core.config import CatalogConfig, ConfigError
 from catalog_core.gates import ALL_GATES, NO_GATES, Gate
 from catalog_core.jsonval import Json
@@ -657,6 +661,30 @@ def structure_state(value: Any, path: str = "$.state") -> CatalogState:
 
 _WAITED_FOR_BEFORE_SOURCES_WERE_RECORDED: Final = tuple(k.value for k in ev.CATALOG_SOURCES)
 
+# The catalog keys every run rendered before headers recorded them: the files declared then, written out
+# here because they are a fact about those runs, not a declaration (``catalog_core/catalog_files.py`` is
+# that). A file declared since is rendered by a new run and recorded in its header, never by a replay of an
+# older log, whose writes held exactly these; so this set never changes.
+CATALOG_KEYS_BEFORE_THEY_WERE_RECORDED: Final = frozenset(
+    {
+        "AI_APPLIANCE_DEFAULT_CHAT_MODEL",
+        "AI_APPLIANCE_DEFAULT_EMBEDDING_MODEL",
+        "AI_APPLIANCE_DEFAULT_OPENCODE_MODEL",
+        "AI_APPLIANCE_MODEL_CATALOG_HASH",
+        "AI_APPLIANCE_MODEL_CATALOG_READY",
+        "catalog.json",
+        "chat-models.json",
+        "defaults.env",
+        "embedding-models.json",
+        "hermes.yaml",
+        "openclaw.json",
+        "opencode-providers.json",
+        "paperclip-adapter-models.json",
+        "paperclip-opencode-providers.json",
+        "routes.json",
+    }
+)
+
 
 @attrs.frozen
 class Header:
@@ -675,6 +703,9 @@ class Header:
     # the planning gates the run decided with (``CatalogConfig.gates``), sorted; ``decode_header`` reads
     # those of its state schema into a header written before gates were recorded
     gates: tuple[str, ...] = tuple(sorted(gate.value for gate in ALL_GATES))
+    # the data keys of the catalog ConfigMap the run rendered (``CatalogConfig.catalog_keys``), sorted;
+    # ``decode_header`` reads CATALOG_KEYS_BEFORE_THEY_WERE_RECORDED into a header written before they were
+    catalog_keys: tuple[str, ...] = tuple(sorted(KEYS))
     format: str = FORMAT
     version: int = FORMAT_VERSION
 
@@ -683,7 +714,7 @@ class Header:
         config = CatalogConfig.from_env({**ABSENT_BEFORE_IT_EXISTED, **self.config})
         if isinstance(config, ConfigError):
             raise LogFormatError(f"header: invalid configuration: {config}")
-        return attrs.evolve(config, gates=self.planning_gates())
+        return attrs.evolve(config, gates=self.planning_gates(), catalog_keys=self.rendered_keys())
 
     def planning_gates(self) -> frozenset[Gate]:
         """The gates a replay of this log plans with, as the run did; one this version does not know was
@@ -695,6 +726,17 @@ class Header:
                 f"written by model-catalog {self.service_version}); replay it with that version or newer"
             )
         return frozenset(Gate(name) for name in self.gates)
+
+    def rendered_keys(self) -> frozenset[str]:
+        """The catalog keys a replay of this log renders, as the run did; one this version does not declare
+        was added by a newer one, whose writes this version cannot render (refused)."""
+        unknown = sorted(set(self.catalog_keys) - KEYS)
+        if unknown:
+            raise LogFormatError(
+                f"header: catalog keys {', '.join(unknown)} are not declared by this version (the log was "
+                f"written by model-catalog {self.service_version}); replay it with that version or newer"
+            )
+        return frozenset(self.catalog_keys)
 
     def waits_for(self) -> frozenset[ev.SourceKind]:
         """The sources a replay of this log waits for, as the run did."""
@@ -755,11 +797,19 @@ def gates_of_state_schema(state_schema: str) -> frozenset[Gate]:
     return GATES_BEFORE_THEY_WERE_RECORDED.get(state_schema, NO_GATES)
 
 
-def with_gates(state: Any, gates: frozenset[Gate]) -> Any:
-    """A raw snapshot state written before snapshots recorded ``config.gates``, given the header's (the
-    shapes of ``READABLE_OLDER_STATE_SCHEMAS`` do not hold them)."""
-    if isinstance(state, dict) and isinstance(state.get("config"), dict) and "gates" not in state["config"]:
-        return {**state, "config": {**state["config"], "gates": sorted(gate.value for gate in gates)}}
+def with_header_fields(state: Any, config: CatalogConfig) -> Any:
+    """A raw snapshot state written before snapshots recorded ``config.gates`` or ``config.catalog_keys``,
+    given the header's (``config``, from ``Header.catalog_config``; the shapes of
+    ``READABLE_OLDER_STATE_SCHEMAS`` do not hold them)."""
+    if not (isinstance(state, dict) and isinstance(state.get("config"), dict)):
+        return state
+    recorded = {
+        "gates": sorted(gate.value for gate in config.gates),
+        "catalog_keys": sorted(config.catalog_keys),
+    }
+    missing = {name: value for name, value in recorded.items() if name not in state["config"]}
+    if missing:
+        return {**state, "config": {**state["config"], **missing}}
     return state
 
 
@@ -815,6 +865,7 @@ def encode_header(header: Header) -> bytes:
             "config": dict(header.config),
             "sources": list(header.sources),
             "gates": list(header.gates),
+            "catalog_keys": list(header.catalog_keys),
         }
     )
 
@@ -913,9 +964,9 @@ _KEYS: Final = {kind: keys | {"seq", "ts", "k"} for kind, keys in _ENVELOPE.item
 # Every key of a record of each kind, envelope included: a reader's quick check of the common case (a record
 # with other keys, or of an unknown kind, takes check_envelope, which says what is wrong).
 ENVELOPE_KEYS: Final[Mapping[str, frozenset[str]]] = _KEYS
-# Keys a record may leave out: a header written before it said which sources the run waited for, or which
-# gates it planned with.
-_OPTIONAL: Final = {"header": frozenset({"sources", "gates"})}
+# Keys a record may leave out: a header written before it said which sources the run waited for, which
+# gates it planned with, or which catalog keys it rendered.
+_OPTIONAL: Final = {"header": frozenset({"sources", "gates", "catalog_keys"})}
 
 
 def parse_line(line: bytes) -> dict[str, Any]:
@@ -954,6 +1005,9 @@ def decode_header(raw: Mapping[str, Any]) -> Header:
             raise LogFormatError("header record: gates must be an array of strings")
     else:
         gates = sorted(gate.value for gate in gates_of_state_schema(raw["state_schema"]))
+    catalog_keys = raw.get("catalog_keys", sorted(CATALOG_KEYS_BEFORE_THEY_WERE_RECORDED))
+    if type(catalog_keys) is not list or not all(type(v) is str for v in catalog_keys):
+        raise LogFormatError("header record: catalog_keys must be an array of strings")
     return Header(
         seq=raw["seq"],
         ts=raw["ts"],
@@ -966,6 +1020,7 @@ def decode_header(raw: Mapping[str, Any]) -> Header:
         config=config,
         sources=tuple(sources),
         gates=tuple(gates),
+        catalog_keys=tuple(catalog_keys),
         format=raw["format"],
         version=_int_field(raw, "version", "header"),
     )
@@ -1042,7 +1097,10 @@ def config_env(config: CatalogConfig) -> dict[str, str]:
         if _USERINFO.match(value.strip()):
             raise UnsafeConfigError(f"{name} carries credentials in its URL; the event log would record them")
     back = CatalogConfig.from_env(env)
-    if not isinstance(back, CatalogConfig) or attrs.evolve(back, gates=config.gates) != config:
+    if (
+        not isinstance(back, CatalogConfig)
+        or attrs.evolve(back, gates=config.gates, catalog_keys=config.catalog_keys) != config
+    ):
         raise UnsafeConfigError("the configuration does not read back from its environment spelling")
     return env
 
@@ -1103,6 +1161,8 @@ READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
     # Failed writes reported and retried (Control.failing, Pending.failures, Retry.command, two more reason
     # codes); absent: nothing failing, nothing to report, no Event to send again (none was, then).
     "5e0f2e83a97dd0d4": "before Control.failing (failed writes reported; absent: none)",
+    # The catalog keys rendered (CatalogConfig.catalog_keys); absent: the header's (with_header_fields).
+    "997d443f8813c16d": "before CatalogConfig.catalog_keys (the keys rendered; absent: the header's)",
 }
 # No shape before 5e0f2e83a97dd0d4 is listed: bfed55144b4b38cb and its successor were not read as is by
 # the version after them (bfed55144b4b38cb holds an external model's optional LiteLLM parameters as

@@ -318,6 +318,7 @@ class Recorder:
             config=wire.config_env(config),
             sources=tuple(sorted(kind.value for kind in start.waits_for)),
             gates=tuple(sorted(gate.value for gate in config.gates)),
+            catalog_keys=tuple(sorted(config.catalog_keys)),
         )
         self._sink = _Sink(settings.path, settings.max_files, self._header, opener)
         self._queue: deque[_Item] = deque()

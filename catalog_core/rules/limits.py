@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from catalog_core.config import CatalogConfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # catalog_files.py imports this module, and config.py imports catalog_files.py
+    from catalog_core.config import CatalogConfig
 
 
 def opencode_limits(

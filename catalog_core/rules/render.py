@@ -1,5 +1,8 @@
-"""The generated ConfigMap/ai-model-catalog: every file ``catalog_core/catalog_files.py`` declares (the keys
-apps read, behaviour §5.1, and routes.json, behaviour §7), kept rendered as the state changes."""
+"""The generated ConfigMap/ai-model-catalog: the files ``catalog_core/catalog_files.py`` declares (the keys
+apps read, behaviour §5.1, and routes.json, behaviour §7), kept rendered as the state changes.
+
+Only the keys of ``CatalogConfig.catalog_keys`` are rendered and counted by the size bound: every declared
+one in a running controller; those a recorded run wrote when a replay plans its log."""
 
 from __future__ import annotations
 
@@ -91,6 +94,8 @@ _RECORDS_RUN: int = next(n for n, f in enumerate(_LISTING) if f.members is ROUTE
 _HASHED_RUN: int = next(n for n, m in _MODEL_FILES if m.hashed)
 # Not the YAML files': they write a character beyond the BMP as itself, 4 bytes instead of 12.
 _BOUNDED_RUNS: tuple[int, ...] = tuple(n for n, f in enumerate(_LISTING) if f.format is not Format.YAML)
+# Each listing file's run, by key.
+_RUN_OF: dict[str, int] = {f.key: n for n, f in enumerate(_LISTING)}
 _FRAGMENTS: tuple[Callable[[Any, CatalogConfig], Any], ...] = tuple(
     dict.fromkeys(m.fragment for _, m in _MODEL_FILES)
 )
@@ -147,10 +152,15 @@ class CatalogParts:
         self.runs: tuple[Run, ...] = tuple(
             Run(is_object=isinstance(f.members, Models) and f.members.keyed) for f in _LISTING
         )
+        rendered = config.catalog_keys
+        # The hashed run is kept whether or not its file is rendered: the hash and the defaults read it.
+        kept = frozenset(n for n, f in enumerate(_LISTING) if f.key in rendered) | {_HASHED_RUN}
         self._targets = {
-            t: tuple((self.runs[n], slot, keyed, by_type) for n, slot, keyed, by_type in targets)
+            t: tuple((self.runs[n], slot, keyed, by_type) for n, slot, keyed, by_type in targets if n in kept)
             for t, targets in _TARGETS.items()
         }
+        self._bounded = tuple(self.runs[n] for n in _BOUNDED_RUNS if _LISTING[n].key in rendered)
+        self._files = tuple(f for f in FILES if f.key in rendered)
         self._hashed = self.runs[_HASHED_RUN]  # every model, by (type, id)
         self._records = self.runs[_RECORDS_RUN]
         self.by_type: dict[ModelType, dict[str, CatalogEntry]] = {t: {} for t in ModelType}
@@ -245,12 +255,11 @@ class CatalogParts:
     def data_size_at_least(self) -> int:
         """A lower bound of the rendered data's size in bytes, known without rendering: every run is in
         its file, and a JSON file's text is ASCII (``pretty`` escapes the rest)."""
-        runs = self.runs
-        return sum(runs[n].length_at_least() for n in _BOUNDED_RUNS)
+        return sum(run.length_at_least() for run in self._bounded)
 
     def files(self, *, placeholder: bool = False) -> tuple[dict[str, Any], str]:
-        """Every data key's value (the listing ones as values holding ``Run``s, not rendered yet), and
-        the catalog hash."""
+        """The value of every data key the configuration renders (the listing ones as values holding
+        ``Run``s, not rendered yet), and the catalog hash."""
         default_chat, default_embedding, compaction = self._defaults()
         catalog_hash = BOOTSTRAP_HASH if placeholder else self.catalog_hash()
         published = Published(
@@ -262,10 +271,10 @@ class CatalogParts:
             compaction=compaction,
             counts={t: len(ids) for t, ids in self.by_type.items()},
         )
-        runs = iter(self.runs)
+        runs = self.runs
         out: dict[str, Any] = {}
-        for f in FILES:
-            value = f.document(next(runs) if f.members is not None else None, published)
+        for f in self._files:
+            value = f.document(runs[_RUN_OF[f.key]] if f.members is not None else None, published)
             out[f.key] = _Text(value) if f.format is Format.TEXT else value
         return out, catalog_hash
 
@@ -328,9 +337,9 @@ def render_catalog(
     placeholder: bool = False,
     held: HeldDefaults = NO_DEFAULTS,
 ) -> RenderedCatalog:
-    """Every declared data key (behaviour §5.1 plus routes.json), from scratch. ``placeholder``: the bootstrap
-    form (READY false, hash ``bootstrap``) that deploy/ ships so consumers can start before the first
-    catalog (behaviour §5.2).
+    """Every data key ``config`` renders (behaviour §5.1 plus routes.json), from scratch. ``placeholder``:
+    the bootstrap form (READY false, hash ``bootstrap``) that deploy/ ships so consumers can start before
+    the first catalog (behaviour §5.2).
 
     This is the oracle of ``IncrementalCatalog`` (tests/core/test_incremental_render.py): its parts are
     built afresh and its fingerprint is taken over the data itself."""
@@ -501,6 +510,7 @@ def _incremental(
 
 
 def bootstrap_data(config: CatalogConfig) -> dict[str, str]:
-    """The placeholder shipped in deploy/ (behaviour §5.2): every data key with today's empty values, so
-    every consumer can start (and mount the keys it reads) before the first catalog is written."""
+    """The placeholder shipped in deploy/ (behaviour §5.2): every data key ``config`` renders with today's
+    empty values, so every consumer can start (and mount the keys it reads) before the first catalog is
+    written."""
     return render_catalog((), (), config, placeholder=True).as_dict()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 import yaml
 
@@ -16,6 +17,7 @@ from catalog_core import catalog_files
 from catalog_core.catalog_files import FILES, Format, Models, RouteRecords
 from catalog_core.commands import RollWorkload
 from catalog_core.config import CatalogConfig
+from catalog_core.plan import all_records
 from catalog_core.rules import render
 from catalog_core.values import ModelType
 from tests.core import builders as b
@@ -89,6 +91,30 @@ def test_the_size_bound_counts_every_listing_file_but_the_yaml_ones():
     expected = {f.key for f in FILES if f.members is not None and f.format is not Format.YAML}
     assert counted == expected
     assert len(parts.runs) == sum(f.members is not None for f in FILES)
+
+
+@pytest.mark.parametrize("f", FILES, ids=lambda f: f.key)
+def test_a_file_the_configuration_does_not_render_is_not_written_bounded_or_in_the_placeholder(f):
+    """A replay of a log recorded before a file was declared renders only the keys its run did
+    (``CatalogConfig.catalog_keys``, from the log's header); every other file, and the hash, as before."""
+    every = CatalogConfig()
+    assert every.catalog_keys == catalog_files.KEYS  # a running controller renders every declared file
+    fewer = attrs.evolve(every, catalog_keys=catalog_files.KEYS - {f.key})
+    full, without = Cluster(every), Cluster(fewer)
+    full.start(*MODELS.values())
+    without.start(*MODELS.values())
+    assert without.data == {k: v for k, v in full.data.items() if k != f.key}, (
+        f"{_name(f)} ({f.key}) is written"
+    )
+    assert render.bootstrap_data(fewer) == {
+        k: v for k, v in render.bootstrap_data(every).items() if k != f.key
+    }, f"{_name(f)} ({f.key}) is in the placeholder"
+    entries, records = list(full.state.derived.entries.values()), list(all_records(full.state))
+    counted, left = (render.CatalogParts.of(entries, records, config) for config in (every, fewer))
+    counted.render(), left.render()  # a run knows its length once rendered
+    bounded = f.members is not None and f.format is not Format.YAML
+    sizes = left.data_size_at_least(), counted.data_size_at_least()
+    assert (sizes[0] < sizes[1]) == bounded, f"{_name(f)} ({f.key}) counted by the size bound: {sizes}"
 
 
 def test_the_placeholder_holds_every_declared_file_with_no_model():

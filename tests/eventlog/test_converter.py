@@ -307,7 +307,7 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header). The shapes before it that snapshots are
 # still read from are wire.READABLE_OLDER_STATE_SCHEMAS (test_cli: a log written before gates were recorded).
-STATE_SCHEMA_OF_THIS_VERSION = "997d443f8813c16d"
+STATE_SCHEMA_OF_THIS_VERSION = "5d2625e6ff56ce5b"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:
