@@ -5,7 +5,9 @@ changed the state schema or the event format wrote it, generated in that commit'
 with xz (``COMMIT-STATESCHEMA.jsonl.xz``; how to add one: tests/eventlog/corpus/README.md). A log replays
 with the settings and planning gates its header records, or those of its state schema when it predates
 them (``contracts/eventlog.py``: ``ABSENT_BEFORE_IT_EXISTED``, ``GATES_BEFORE_THEY_WERE_RECORDED``), so a
-new rule that would plan it differently must be a gate (``catalog_core/gates.py``).
+new rule that would plan it differently must be a gate (``catalog_core/gates.py``). It renders the catalog
+keys its header records (``CATALOG_KEYS_BEFORE_THEY_WERE_RECORDED`` before headers did), so a catalog file
+declared since leaves it as it ran (``test_catalog_keys.py``).
 """
 
 from __future__ import annotations
