@@ -140,6 +140,8 @@ class LeaderElector:
             if self.leading:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self._config.request_timeout):
                     await self._release()
+            with anyio.CancelScope(shield=True):
+                await self._api.aclose()
 
     async def _set(self, leading: bool) -> None:
         if leading != self.leading:

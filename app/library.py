@@ -91,9 +91,12 @@ async def read_litellm_master_key(
     ``LITELLM_MASTER_KEY``, in LiteLLM's namespace ``config.namespace``), read with the host's
     kubernetes-asyncio ``ApiClient`` (or a ``KubeClient``). Raises ``MasterKeyError`` (what to fix,
     never the value) when it is not readable within ``timeout`` seconds."""
-    return await read_master_key(
-        KubeApi(api_client), config.namespace, config.litellm_master_key_secret, timeout=timeout
-    )
+    api = KubeApi(api_client)
+    try:
+        return await read_master_key(api, config.namespace, config.litellm_master_key_secret, timeout=timeout)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await api.aclose()
 
 
 class ModelCatalog:

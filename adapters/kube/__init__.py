@@ -112,6 +112,7 @@ class KubeAdapters:
 
     async def aclose(self) -> None:
         await self.prober.aclose()
+        await self.api.aclose()
 
 
 async def run_sources(sources: Sequence[Source], send: ObjectSendStream[Event]) -> None:

@@ -23,13 +23,19 @@ import httpx
 import orjson
 
 from adapters.identity import FIELD_MANAGER
-from adapters.kube.client import kube_client_of
+from adapters.kube.client import CredentialsError, KubeClient, kube_client_of
 from contracts.kinds import Resource
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 _WRITES = frozenset({"POST", "PUT", "PATCH"})  # each names us as its field manager (managedFields)
 _MESSAGE_LIMIT = 300
+# Memory bounds on what an API server (or a proxy in front of it) may send. An answer (a list page of
+# ``list_page_size`` objects, each at most etcd's 1.5 MiB) beyond ANSWER_LIMIT fails as ResponseTooLarge
+# and is retried with backoff; one watch event is one object, so a longer line is no event.
+ANSWER_LIMIT = 128 * 1024 * 1024
+WATCH_LINE_LIMIT = 16 * 1024 * 1024
+ERROR_BODY_LIMIT = 64 * 1024  # of an error's answer: enough for its Status (its message is cut anyway)
 
 
 TRANSPORT_FAILURE_STATUS = 0  # ``KubeError.status`` of a request that got no HTTP answer
@@ -66,7 +72,8 @@ class KubeError(Exception):
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError:
-            text = body.decode("utf-8", "replace").strip()
+            # one line of it (a proxy's HTML page must not make a log record of many lines)
+            text = " ".join(body[: _MESSAGE_LIMIT * 4].decode("utf-8", "replace").split())
             return cls(status, _status_reason(status), text)
         if isinstance(doc, dict):
             return cls(
@@ -162,7 +169,8 @@ class Keepalive:
 
 class KubeApi:
     """Plain-dict requests on a shared ``KubeClient``, or on a host's kubernetes-asyncio ``ApiClient``
-    (``kube_client_of``); whoever made it closes it."""
+    (``kube_client_of``: the ``KubeClient`` made from it is ours, closed by ``aclose``); a ``KubeClient``
+    passed in is closed by whoever made it."""
 
     def __init__(
         self, api_client: Any, *, request_timeout: float = 30.0, connect_timeout: float = 10.0
@@ -170,6 +178,21 @@ class KubeApi:
         self.api_client = api_client
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
+        self._made: KubeClient | None = None  # from a host's ApiClient: ours to close
+
+    def _client(self) -> KubeClient:
+        if isinstance(self.api_client, KubeClient):
+            return self.api_client
+        if self._made is None or self._made.closed:
+            self._made = kube_client_of(self.api_client)
+        return self._made
+
+    async def aclose(self) -> None:
+        """Close the ``KubeClient`` made from a host's ``ApiClient``, if any: never the host's client, nor
+        a ``KubeClient`` that was passed in (its maker closes it)."""
+        made, self._made = self._made, None
+        if made is not None:
+            await made.aclose()
 
     async def request(
         self,
@@ -199,7 +222,9 @@ class KubeApi:
                 method, path, query=params, body=body, content_type=content_type, total=total
             )
             try:
-                status, data = response.status_code, await _read(response)
+                status = response.status_code
+                ok = 200 <= status < 300
+                data = await _read(response, ANSWER_LIMIT if ok else ERROR_BODY_LIMIT, strict=ok)
             finally:
                 await response.aclose()
         if scope.cancelled_caught:
@@ -245,7 +270,9 @@ class KubeApi:
         try:
             if response.status_code != 200:
                 with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                    raise KubeError.from_body(response.status_code, await _read(response))
+                    raise KubeError.from_body(
+                        response.status_code, await _read(response, ERROR_BODY_LIMIT, strict=False)
+                    )
                 raise KubeError(0, "TimeoutError", f"the watch's answer was not read within {total:g} s")
             if keepalive is not None:
                 keepalive.apply(response)
@@ -265,7 +292,7 @@ class KubeApi:
         content_type: str = JSON,
     ) -> httpx.Response:
         try:
-            return await kube_client_of(self.api_client).send(
+            return await self._client().send(
                 method,
                 path,
                 query=query,
@@ -273,7 +300,12 @@ class KubeApi:
                 content=None if body is None else orjson.dumps(body),
                 timeout=httpx.Timeout(total, connect=min(total, self.connect_timeout)),
             )
-        except (httpx.HTTPError, ssl.SSLError, TimeoutError, OSError) as exc:
+        except CredentialsError as exc:
+            raise KubeError(0, "CredentialsError", str(exc)) from None
+        except httpx.LocalProtocolError:
+            # h11 quotes the header it refused, and a header may hold a credential
+            raise KubeError(0, "LocalProtocolError", "a request header is not valid HTTP") from None
+        except (httpx.HTTPError, httpx.InvalidURL, ssl.SSLError, TimeoutError, OSError) as exc:
             raise KubeError(0, type(exc).__name__, str(exc)) from exc
 
 
@@ -292,6 +324,8 @@ async def _events(response: httpx.Response, deadline: float) -> AsyncGenerator[d
         if scope.cancelled_caught:
             raise KubeError(0, "TimeoutError", "the watch outlived its timeout")
         *lines, pending = (pending + chunk).split(b"\n") if chunk is not None else (pending, b"")
+        if len(pending) > WATCH_LINE_LIMIT:
+            raise KubeError(0, "InvalidWatchEvent", f"a watch line is longer than {WATCH_LINE_LIMIT} bytes")
         for line in lines:
             if not line.strip():
                 continue
@@ -299,14 +333,27 @@ async def _events(response: httpx.Response, deadline: float) -> AsyncGenerator[d
                 event = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise KubeError(0, "InvalidWatchEvent", "a watch line is not JSON") from exc
-            if isinstance(event, dict):
-                yield event
+            if not isinstance(event, dict):
+                raise KubeError(0, "InvalidWatchEvent", "a watch line is not a JSON object")
+            yield event
         if chunk is None:
             return
 
 
-async def _read(response: httpx.Response) -> bytes:
+async def _read(response: httpx.Response, limit: int, *, strict: bool) -> bytes:
+    """The (decoded) body of ``response``, at most ``limit`` bytes: beyond them ``strict`` fails as
+    ResponseTooLarge, else the rest is left unread (an error's answer: only its start is kept)."""
+    chunks: list[bytes] = []
+    size = 0
     try:
-        return await response.aread()
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                if strict:
+                    raise KubeError(0, "ResponseTooLarge", f"the answer is longer than {limit} bytes")
+                chunks.append(chunk[: limit - size + len(chunk)])
+                break
+            chunks.append(chunk)
     except (httpx.HTTPError, ssl.SSLError, TimeoutError, OSError) as exc:
         raise KubeError(0, type(exc).__name__, str(exc)) from exc
+    return b"".join(chunks)

@@ -3,7 +3,8 @@
 ``KubeApi`` sends every request through a ``KubeClient``. A host that embeds the library may hand us its
 own kubernetes-asyncio ``ApiClient`` instead: ``kube_client_of`` then builds a ``KubeClient`` from that
 client's ``Configuration`` (its server, TLS files and the bearer token it would send, refreshed as it
-refreshes it) and default headers, so both take the same path. The generated client, and the aiohttp
+refreshes it) and default headers, so both take the same path; the ``KubeApi`` that made it closes it,
+never the host's ``ApiClient``. The generated client, and the aiohttp
 it runs on (~8 MiB of memory with frozenlist, multidict and yarl), are then never loaded by us.
 
 Connections are not kept alive between requests: an idle pooled connection could be silently dead
@@ -16,7 +17,6 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +31,20 @@ DEFAULT_CONNECTIONS = 100  # at once, watches included (kubernetes-asyncio's def
 
 async def no_authorization() -> str | None:
     return None
+
+
+class CredentialsError(Exception):
+    """The Authorization header of a request could not be made: the credential hook failed (an exec
+    plugin, an auth provider, a token file) or gave a value a header cannot carry. The message names the
+    cause's class only: what a plugin printed or the token itself may hold the secret."""
+
+
+def _header_value(authorization: str) -> str:
+    """``authorization`` when an HTTP header can carry it (visible ASCII and spaces); ``CredentialsError``
+    otherwise, before httpx or h11 would put the value into an exception's message."""
+    if not authorization.isascii() or any(c < " " or c == "\x7f" for c in authorization):
+        raise CredentialsError("the token holds characters an HTTP header cannot carry")
+    return authorization
 
 
 @attrs.frozen
@@ -118,13 +132,17 @@ class KubeClient:
         content: bytes | None,
         timeout: httpx.Timeout,
     ) -> httpx.Response:
-        """One request, its answer's body still to read (close the response)."""
-        authorization = await self.access.authorization()
+        """One request, its answer's body still to read (close the response). ``CredentialsError`` when
+        its Authorization header cannot be made."""
+        try:
+            authorization = await self.access.authorization()
+        except Exception as exc:  # whatever the hook raises; cancellation is not an Exception
+            raise CredentialsError(f"the credential hook failed ({type(exc).__name__})") from None
         request = self._http.build_request(
             method,
             self.server + path,
             params=list(query),
-            headers={**headers, "Authorization": authorization} if authorization else headers,
+            headers={**headers, "Authorization": _header_value(authorization)} if authorization else headers,
             content=content,
             timeout=timeout,
             extensions=self._extensions,
@@ -166,22 +184,12 @@ def access_from_configuration(configuration: Any) -> ClusterAccess:
     )
 
 
-_CONVERTED: weakref.WeakKeyDictionary[Any, KubeClient] = weakref.WeakKeyDictionary()
-
-
 def kube_client_of(client: Any) -> KubeClient:
-    """``client`` itself when it is a ``KubeClient``; for a kubernetes-asyncio ``ApiClient`` (a host's),
-    one ``KubeClient`` with its configuration and default headers, made once per ``ApiClient``. It keeps no
-    connection open between requests, so the host closing its ``ApiClient`` leaves nothing behind."""
-    if isinstance(client, KubeClient):
-        return client
-    made = _CONVERTED.get(client)
-    if made is None:
-        configuration = client.configuration
-        made = KubeClient(
-            access_from_configuration(configuration),
-            connections=int(configuration.connection_pool_maxsize or DEFAULT_CONNECTIONS),
-            headers=dict(client.default_headers),
-        )
-        _CONVERTED[client] = made
-    return made
+    """A new ``KubeClient`` with the configuration and default headers of a kubernetes-asyncio ``ApiClient``
+    (a host's): whoever asks for it closes it (``KubeApi.aclose``); the ``ApiClient`` stays the host's."""
+    configuration = client.configuration
+    return KubeClient(
+        access_from_configuration(configuration),
+        connections=int(configuration.connection_pool_maxsize or DEFAULT_CONNECTIONS),
+        headers=dict(client.default_headers),
+    )
