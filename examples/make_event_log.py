@@ -40,6 +40,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+HERE = Path(__file__).resolve().parent
+# This checkout's code first, whatever the interpreter has installed (another checkout's editable install,
+# a wheel): the example is what this code writes. The simulated shell is test scaffolding
+# (tests/simulation.py), not part of the installed packages.
+sys.path.insert(0, str(HERE.parent))
+
 from adapters.eventlog.recorder import Recorder, RecorderSettings
 from app.inputs import read_model_info, read_objects
 from catalog_core import raw
@@ -50,11 +56,7 @@ from catalog_core.fold import initial_state
 from catalog_core.gates import Gate
 from catalog_core.registry import CATALOG_KINDS
 from contracts.kinds import sources_of
-
-HERE = Path(__file__).resolve().parent
-# The simulated shell is test scaffolding (tests/simulation.py), not part of the installed packages.
-sys.path.insert(0, str(HERE.parent))
-from tests.simulation import SimulatedShell  # noqa: E402
+from tests.simulation import SimulatedShell
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RUN_ID = "example-0001"

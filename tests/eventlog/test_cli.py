@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -33,7 +34,11 @@ def _write(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
-STALE = "examples/event-log.jsonl is stale: regenerate it with .venv/bin/python examples/make_event_log.py"
+REGENERATE = (
+    ".venv/bin/python",
+    "examples/make_event_log.py",
+)  # from the repository's root, after `just setup`
+STALE = f"examples/event-log.jsonl is stale: regenerate it with {' '.join(REGENERATE)}"
 
 
 def test_the_example_replays_identically(example_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -449,3 +454,22 @@ def test_a_log_written_before_failed_writes_were_reported_replays_and_its_snapsh
     assert code == 0, err
     assert f"{snapshots} snapshots replay identically" in out
     assert "only commands are compared" not in err
+
+
+def test_the_regenerate_command_runs_as_written(example_log: Path, tmp_path: Path) -> None:
+    """STALE's command, from the repository's root with no PYTHONPATH (ARCHITECTURE.md names the same), writes
+    the example from this checkout's code (OUT given, so the committed file is left alone)."""
+    root = Path(__file__).parents[2]
+    assert f"`{' '.join(REGENERATE)}`" in " ".join((root / "ARCHITECTURE.md").read_text().split())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = tmp_path / "event-log.jsonl"
+    done = subprocess.run(
+        [str(root / REGENERATE[0]), *REGENERATE[1:], str(out)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _records(out)[1:] == _records(example_log)[1:], STALE
