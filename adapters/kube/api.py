@@ -9,9 +9,11 @@ custom resources alike, and no object is ever converted to a model class and bac
 
 from __future__ import annotations
 
+import email.utils
 import math
 import socket
 import ssl
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,9 +42,13 @@ ERROR_BODY_LIMIT = 64 * 1024  # of an error's answer: enough for its Status (its
 
 TRANSPORT_FAILURE_STATUS = 0  # ``KubeError.status`` of a request that got no HTTP answer
 # The statuses an API server that is down or restarting answers with (none, then 503 while its resources
-# come back): every source and writer declares its error series for them at 0 from the start, so an
-# outage adds no series (and ``increase()`` sees its first error).
-OUTAGE_STATUSES = (TRANSPORT_FAILURE_STATUS, 503)
+# come back), and 429 from an overloaded one (API Priority and Fairness): every source and writer declares
+# its error series for them at 0 from the start, so an outage adds no series (and ``increase()`` sees its
+# first error).
+OUTAGE_STATUSES = (TRANSPORT_FAILURE_STATUS, 429, 503)
+# The longest wait a Retry-After header can ask of us: a proxy's "come back in a day" must not park a
+# source or a write for a day (its retries still back off, with jitter, from their own schedule).
+RETRY_AFTER_LIMIT = 60.0
 
 
 class KubeError(Exception):
@@ -52,11 +58,13 @@ class KubeError(Exception):
     ``message`` is the Status message, truncated. Never the request or response body.
     """
 
-    def __init__(self, status: int, reason: str, message: str = "") -> None:
+    def __init__(self, status: int, reason: str, message: str = "", *, retry_after: float = 0.0) -> None:
+        """``retry_after``: seconds the server asked us to wait (its Retry-After), 0 when it said none."""
         super().__init__(status, reason, message)
         self.status = status
         self.reason = reason
         self.message = message[:_MESSAGE_LIMIT]
+        self.retry_after = retry_after
 
     def __str__(self) -> str:
         head = f"HTTP {self.status} {self.reason}" if self.status else self.reason
@@ -68,18 +76,24 @@ class KubeError(Exception):
         return self.status in {0, 429} or self.status >= 500
 
     @classmethod
-    def from_body(cls, status: int, body: bytes) -> KubeError:
+    def from_body(cls, status: int, body: bytes, retry_after: float = 0.0) -> KubeError:
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError:
             # one line of it (a proxy's HTML page must not make a log record of many lines)
             text = " ".join(body[: _MESSAGE_LIMIT * 4].decode("utf-8", "replace").split())
-            return cls(status, _status_reason(status), text)
+            return cls(status, _status_reason(status), text, retry_after=retry_after)
         if isinstance(doc, dict):
-            return cls(
-                status, str(doc.get("reason") or _status_reason(status)), str(doc.get("message") or "")
-            )
-        return cls(status, _status_reason(status))
+            reason = str(doc.get("reason") or _status_reason(status))
+            return cls(status, reason, str(doc.get("message") or ""), retry_after=retry_after)
+        return cls(status, _status_reason(status), retry_after=retry_after)
+
+    @classmethod
+    def from_response(cls, response: httpx.Response, body: bytes) -> KubeError:
+        """From an answer that is not a success; its Retry-After heeded only where a retry is due."""
+        status = response.status_code
+        wait = retry_after(response.headers.get("Retry-After")) if status == 429 or status >= 500 else 0.0
+        return cls.from_body(status, body, wait)
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any]) -> KubeError:
@@ -90,6 +104,25 @@ class KubeError(Exception):
             str(status.get("reason") or "Error"),
             str(status.get("message") or ""),
         )
+
+
+def retry_after(value: str | None, now: float | None = None) -> float:
+    """The seconds a Retry-After header asks for (delay-seconds or an HTTP-date, ``now`` being the wall
+    clock's seconds), at most RETRY_AFTER_LIMIT; 0 for none, a past date or anything else (a negative or
+    malformed value is no request to wait)."""
+    if not value:
+        return 0.0
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), RETRY_AFTER_LIMIT)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0.0
+    if when.tzinfo is None:  # an HTTP-date is GMT; a date without a zone is no HTTP-date
+        return 0.0
+    seconds = when.timestamp() - (time.time() if now is None else now)
+    return min(max(0.0, seconds), RETRY_AFTER_LIMIT)
 
 
 def _status_reason(status: int) -> str:
@@ -230,7 +263,7 @@ class KubeApi:
         if scope.cancelled_caught:
             raise KubeError(0, "TimeoutError", f"no complete answer within {total:g} s")
         if not 200 <= status < 300:
-            raise KubeError.from_body(status, data)
+            raise KubeError.from_response(response, data)
         try:
             doc = orjson.loads(data) if data else {}
         except orjson.JSONDecodeError as exc:
@@ -270,8 +303,8 @@ class KubeApi:
         try:
             if response.status_code != 200:
                 with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                    raise KubeError.from_body(
-                        response.status_code, await _read(response, ERROR_BODY_LIMIT, strict=False)
+                    raise KubeError.from_response(
+                        response, await _read(response, ERROR_BODY_LIMIT, strict=False)
                     )
                 raise KubeError(0, "TimeoutError", f"the watch's answer was not read within {total:g} s")
             if keepalive is not None:

@@ -266,4 +266,4 @@ class WatchLiveness:
             )
             return forbidden.next()
         log.debug("%s: the Lease's watch failed (%s)", self.name, err)
-        return backoff.next()
+        return max(backoff.next(), err.retry_after)

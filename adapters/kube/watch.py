@@ -351,7 +351,7 @@ class WatchSource:
                     raise RelistNeededError from err  # the list path reports FAILING if this persists
                 if stable:
                     continue  # replace the dead connection now: at most once per watch lifetime, no spin
-                delay = self._watch_backoff.next()
+                delay = max(self._watch_backoff.next(), err.retry_after)
                 log.debug("%s: watch failed (%s); reconnecting in %.1fs", self.name, err, delay)
                 await anyio.sleep(delay)
 
@@ -408,7 +408,7 @@ class WatchSource:
             )
         else:
             log.debug("%s: list %s failed (%s)", self.name, self.spec.where, err)
-        return self._list_backoff.next()
+        return max(self._list_backoff.next(), err.retry_after)  # the server's Retry-After, when longer
 
     async def _forbidden(self, sink: WatchSink, verb: str, err: KubeError) -> None:
         detail = f"forbidden: {verb} {self.spec.where}"

@@ -122,7 +122,7 @@ class Outcomes:
             log.warning("forbidden: %s %s (command %s; retrying in %.1fs)", verb, where, key, delay)
             return self.retry(command, delay, Reason.FORBIDDEN, f"forbidden: {detail}")
         self.stats.inc(ERRORS_TOTAL, kind=kind, status=str(err.status))
-        delay = self.backoff.next(key, cid)
+        delay = max(self.backoff.next(key, cid), err.retry_after)  # the server's Retry-After, when longer
         if err.transient:
             log.info("%s %s failed (%s); retrying in %.1fs", verb, where, err, delay)
             return self.retry(command, delay, Reason.WRITE_FAILED, detail)

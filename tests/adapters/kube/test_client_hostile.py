@@ -14,10 +14,17 @@ from anyio.abc import SocketStream
 from kubernetes_asyncio import client as k8s_client
 
 from adapters.kube import api as api_module
-from adapters.kube.api import KubeApi, KubeError
+from adapters.kube.api import RETRY_AFTER_LIMIT, KubeApi, KubeError, retry_after
 from adapters.kube.client import ClusterAccess, KubeClient
+from adapters.kube.settings import ERRORS_TOTAL, KubeStats
+from adapters.kube.watch import WatchSource, WatchSpec
+from adapters.kube.writers import Outcomes
 from app.library import read_litellm_master_key
+from catalog_core.commands import EvictPod
 from catalog_core.config import CatalogConfig
+from catalog_core.events import Outcome, SourceKind
+from contracts.kinds import RESOURCES
+from tests.adapters.kube.helpers import FAST
 
 pytestmark = pytest.mark.anyio
 
@@ -281,3 +288,102 @@ async def test_the_client_made_from_a_host_api_client_is_closed_with_its_user(
         assert made[1].closed
         # the host's own client was not closed: it still sends
         assert (await host.call_api("/version", "GET", _preload_content=False)) is not None
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("3", 3.0),
+        ("0", 0.0),
+        (" 7 ", 7.0),
+        ("-5", 0.0),  # not delay-seconds: no request to wait
+        ("1.5", 0.0),
+        ("soon", 0.0),
+        ("", 0.0),
+        (None, 0.0),
+        ("86400000", RETRY_AFTER_LIMIT),  # a day and more: bounded
+        ("Thu, 01 Jan 2026 00:00:10 GMT", 10.0),  # an HTTP-date, 10 s after ``now``
+        ("Wed, 31 Dec 2025 23:59:00 GMT", 0.0),  # past
+        ("Fri, 01 Jan 2027 00:00:00 GMT", RETRY_AFTER_LIMIT),
+        ("Thu, 01 Jan 2026 00:00:10", 0.0),  # no zone: no HTTP-date
+    ],
+)
+def test_retry_after_is_read_as_rfc_9110_says_and_bounded(header: str | None, seconds: float) -> None:
+    now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+    assert retry_after(header, now) == seconds
+
+
+async def test_a_429_with_retry_after_holds_the_next_list_that_long_and_is_counted() -> None:
+    """API Priority and Fairness answers 429 with Retry-After: the source waits at least that long (not
+    its own shorter backoff) before it lists again; the error series existed at 0 before the first 429."""
+    answers = anyio.Event()
+
+    async def overloaded(stream: SocketStream, head: bytes) -> None:
+        answers.set()
+        body = b'{"kind":"Status","code":429,"reason":"TooManyRequests","message":"too many requests"}'
+        await stream.send(
+            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 30\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
+
+    stats = KubeStats()
+    async with serving(overloaded) as (server, heads), _client(server) as kube:
+        source = WatchSource(
+            KubeApi(kube),
+            WatchSpec(SourceKind.PODS, RESOURCES[SourceKind.PODS], "ai"),
+            settings=FAST,
+            stats=stats,
+        )
+        declared = dict(stats.counters)
+        assert [
+            n for (m, labels), n in declared.items() if m == ERRORS_TOTAL and ("status", "429") in labels
+        ] == [0]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(source.run_into, _Sink())
+            with anyio.fail_after(20):
+                await answers.wait()
+            # FAST's own backoff would list again within 0.1 s, and at least every second after that
+            await anyio.sleep(3 * FAST.retry_cap_seconds)
+            tg.cancel_scope.cancel()
+    assert len(heads) == 1
+    assert stats.total(ERRORS_TOTAL, source="pods", status="429") == 1
+
+
+class _Sink:
+    async def listed(self, objects: Any) -> None:
+        raise AssertionError("nothing was listed")
+
+    async def changed(self, obj: Any, deleted: bool) -> None:
+        raise AssertionError("nothing changed")
+
+    async def unavailable(self, status: Any, detail: str) -> None:
+        pass
+
+
+def test_a_write_answered_429_waits_for_its_retry_after() -> None:
+    outcomes = Outcomes(KubeStats())
+    command = EvictPod("ai", "p", "uid-p", "h1")
+    done = outcomes.failed(
+        command, KubeError(429, "TooManyRequests", retry_after=20.0), "create", "pods/p in ai"
+    )
+    assert done.outcome is Outcome.RETRY and done.retry_after >= 20.0
+
+
+async def test_retry_after_is_taken_from_429_and_5xx_answers_only() -> None:
+    async def answer(stream: SocketStream, head: bytes) -> None:
+        status = head.split(b" ")[1].split(b"?")[0].rsplit(b"/", 1)[1]
+        await stream.send(b"HTTP/1.1 %s X\r\nRetry-After: 4\r\nContent-Length: 0\r\n\r\n" % status)
+
+    async with serving(answer) as (server, _), _client(server) as kube:
+        api = KubeApi(kube)
+        waits = {}
+        for status in (429, 503, 500, 307, 400):
+            with anyio.fail_after(20), pytest.raises(KubeError) as failed:
+                await api.request("GET", f"/api/v1/{status}")
+            assert failed.value.status == status
+            waits[status] = failed.value.retry_after
+            with anyio.fail_after(20), pytest.raises(KubeError) as watch_failed:
+                async with api.watch(f"/api/v1/{status}", [], 60, 1.0):
+                    pass
+            assert watch_failed.value.retry_after == waits[status]
+    assert waits == {429: 4.0, 503: 4.0, 500: 4.0, 307: 0.0, 400: 0.0}
