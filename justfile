@@ -19,10 +19,10 @@ lint:
     .venv/bin/mypy catalog_core contracts
     .venv/bin/mypy adapters app model_catalog bench
 
-# Lint, then the whole test suite (starts the kube-apiserver and LiteLLM peers when none are configured),
-# in three processes at once, each with the peers it needs: the tests on LiteLLM (printed live), those on
+# Three processes at once, each with the peers it needs: the tests on LiteLLM (printed live), those on
 # the kube-apiserver alone and those that need no peer (printed after), so the peers' starts and waits
 # overlap the others' work. Exit 5 (ARGS selected no test) counts as success in a part, not in all three.
+# Lint, then the whole test suite (starts the kube-apiserver and LiteLLM peers when none are configured).
 test *ARGS: lint
     none_log=$(mktemp); kube_log=$(mktemp); \
     {{py}} -m pytest --peers=none -p no:cacheprovider {{ARGS}} > "$none_log" 2>&1 & none=$!; \
@@ -47,8 +47,9 @@ bench *ARGS:
 embed-cost *ARGS:
     {{py}} -m bench.embed_cost {{ARGS}}
 
-# Rewrite every file generated from the declarations (app/generated.py: the sources schema, docs/rbac.md's
-# table, the bootstrap placeholder); tests/test_generated.py fails, naming this command, when one is stale.
+# app/generated.py writes the sources schema, docs/rbac.md's table and the bootstrap placeholder;
+# tests/test_generated.py fails, naming this command, when one is stale.
+# Rewrite every file generated from the declarations.
 generate:
     {{py}} -m app.generated
 
@@ -67,7 +68,8 @@ lock *ARGS:
         --build-deps-for=wheel --strip-extras --no-emit-index-url --no-emit-find-links \
         --index-url=https://pypi.org/simple --output-file=requirements.lock {{ARGS}} pyproject.toml
 
-# The image, on python_image pinned by digest: PYTHON_DIGEST, else the registry's digest now (skopeo or docker buildx).
+# The base's digest is PYTHON_DIGEST, else the registry's at build time (skopeo or docker buildx).
+# The image, on python_image pinned by digest.
 image tag="ghcr.io/magicstick/ai-model-catalog:0.1.0" engine=env("CONTAINER_ENGINE", "podman"):
     digest="${PYTHON_DIGEST:-}"; \
     if [ -z "$digest" ] && command -v skopeo >/dev/null; then \
