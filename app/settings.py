@@ -59,7 +59,6 @@ class ServiceSettings:
     catalog_min_write_interval: float = 0.5
     write_retry_max_seconds: float = 300.0  # the cap of every failed write's backoff
     gc_freeze: bool = True  # freeze the heap once the first convergence settled (app.heap)
-    probe_concurrency: int = 8
     crd_recheck_seconds: float = 30.0
     watch_timeout_seconds: int = 300
     event_log_path: str = ""
@@ -250,7 +249,6 @@ def load(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> 
         catalog_min_write_interval=number("CATALOG_MIN_WRITE_INTERVAL_SECONDS", 0.5, 0.0),
         write_retry_max_seconds=number("CATALOG_WRITE_RETRY_MAX_SECONDS", 300.0, 1.0),
         gc_freeze=boolean("CATALOG_GC_FREEZE", True),
-        probe_concurrency=int(number("CATALOG_PROBE_CONCURRENCY", 8, 1, integer=True)),
         crd_recheck_seconds=number("CATALOG_CRD_RECHECK_SECONDS", 30.0, 1.0),
         watch_timeout_seconds=int(number("CATALOG_WATCH_TIMEOUT_SECONDS", 300, 2, integer=True)),
         event_log_path=text("CATALOG_EVENT_LOG_PATH", ""),
