@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -47,6 +48,8 @@ STEP_FAILED = "StepFailed"  # the reason of the Warning Event about an event the
 TICK_RETRY_FIRST = 1.0
 TICK_RETRY_MAX = 60.0
 ANNOUNCE_EVERY = 60.0  # seconds between two Warning Events about the same failure
+# Scheduling rounds a tick waits, at most, for events its producers already hold (``_next_batch``).
+_COALESCE_ROUNDS = 64
 _SINCE_GOOD_TICK = 10  # identities of the events folded since the last good tick, kept for its log line
 
 
@@ -175,7 +178,9 @@ class CatalogLoop:
                 for event in batch:
                     self._apply(event)
                 failures = self.step_failures
-                commands = self._apply(Ticked(self._clock()))
+                # how long the batch took to fold: what was delivered meanwhile waited (Ticked.busy)
+                busy = self._monotonic() - self.busy_since
+                commands = self._apply(Ticked(self._clock(), busy=busy))
                 self.ticked = self.state
                 self._tick_done(ok=self.step_failures == failures)
                 for command in commands:
@@ -200,12 +205,31 @@ class CatalogLoop:
         batch: list[Event] = []
         with anyio.move_on_after(timeout):
             batch.append(await receive.receive())
+        if not batch:
+            return batch
+        # A producer hands over what it already holds (the lines of one watch chunk) one event per
+        # scheduling round, as each send yields first: give it those rounds, so what reached the process
+        # together is folded in one tick, one moment for the write damping's burst rule (after a stall,
+        # changes made 100 ms apart arrive back to back; ticked one by one they read as a burst).
+        self._drain(receive, batch)
+        for _ in range(_COALESCE_ROUNDS):
+            if len(batch) >= self._max_batch:
+                break
+            await anyio.lowlevel.checkpoint()
+            if not self._drain(receive, batch):
+                break
+        return batch
+
+    def _drain(self, receive: MemoryObjectReceiveStream[Event], batch: list[Event]) -> int:
+        """Move what the stream holds into ``batch``, up to the batch size; how many moved."""
+        moved = 0
         while len(batch) < self._max_batch:
             try:
                 batch.append(receive.receive_nowait())
             except anyio.WouldBlock:
                 break
-        return batch
+            moved += 1
+        return moved
 
     def _apply(self, event: Event) -> tuple[Command, ...]:
         transition, error = guarded_step(self.state, event)

@@ -158,6 +158,9 @@ class Ticked:
     """Time passed. Also the moment the core plans: source events only record what changed."""
 
     now: float
+    # How long the loop had been folding this tick's events when it ticked (seconds): events delivered
+    # meanwhile waited, and reach the core back to back after it (``damping``: one moment, not a burst).
+    busy: float = 0.0
 
 
 Event = (

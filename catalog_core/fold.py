@@ -69,7 +69,7 @@ def step(state: CatalogState, event: Event) -> Transition:
     if observe is not None:  # every event but a tick, by its exact class: one look-up, not a chain
         return Transition(observe(state, event), ())
     if isinstance(event, Ticked):
-        new, commands = tick(state, event.now)
+        new, commands = tick(state, event.now, busy=event.busy)
         return Transition(new, tuple(commands))
     return Transition(_observe(state, event), ())
 

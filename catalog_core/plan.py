@@ -86,6 +86,7 @@ from catalog_core.sources.secret import allowed_by_name
 from catalog_core.state import (
     NO_MARKS,
     Candidate,
+    CatalogEntry,
     CatalogState,
     Control,
     DesiredRoute,
@@ -237,8 +238,11 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
     return wanted - {master} if master in wanted else wanted
 
 
-def tick(state: CatalogState, now: float) -> tuple[CatalogState, list[Command]]:
+def tick(state: CatalogState, now: float, *, busy: float = 0.0) -> tuple[CatalogState, list[Command]]:
     state = evolve(state, now=max(state.now, now))
+    if busy > 0:
+        windows = churn.Windows.of(state.config)
+        state = evolve(state, damping=churn.loop_was_busy(state.damping, state.now, busy, windows))
     state, resend = _due_retries(state)
     state = _due_damped(state)
     state = _due_starts(state)
@@ -825,7 +829,7 @@ def _templates(out: _Out) -> None:
     out.state = evolve(state, pending=evolve(state.pending, templates=False))
     if not cfg.agent_template_sync_enabled or not state.source(SourceKind.AGENT_TEMPLATES).known:
         return
-    entries = list(state.derived.entries.values())
+    entries: list[CatalogEntry] | None = None  # built once a patch may go: most ticks only wait
     windows = churn.Windows.of(cfg)
     for name in sorted(state.cluster.templates):
         template = state.cluster.templates[name]
@@ -847,6 +851,8 @@ def _templates(out: _Out) -> None:
             # tick it may go (a change every tick at 10,000 models made it most of each tick's work).
             _wait(out, wait, "templates")
             continue
+        if entries is None:
+            entries = list(state.derived.entries.values())
         patch = template_patch(template, entries, cfg, sticky_defaults(state).chat)
         if patch is not None:
             command = PatchAgentTemplate(cfg.namespace, name, template.resource_version, Json.of(patch))

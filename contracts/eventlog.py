@@ -88,7 +88,7 @@ from catalog_core.sources.external import InlineKey, SecretKeyRef
 from catalog_core.state import NO_MARKS, CatalogState, Marks, Observed, Pending
 
 FORMAT: Final = "model-catalog/event-log"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 SCHEMA_FILE: Final = "schemas/eventlog.schema.json"
 
 # --- the tag registry. Append only: a tag, once written, never changes meaning.
@@ -441,6 +441,11 @@ def make_converter(*, detailed_validation: bool = False) -> Converter:
     _register_tagged_union(c, API_KEY_REF_TAGS)
     _register_tagged_union(c, API_KEY_SPEC_TAGS)
     _register_command_ids(c)
+    # A tick's busy time is written only when there is one: ticks of replays and tests carry none, and
+    # records of runs before it existed read as they were written.
+    c.register_unstructure_hook(
+        ev.Ticked, make_dict_unstructure_fn(ev.Ticked, c, busy=override(omit_if_default=True))
+    )
     _register_tagged_union(c, COMMAND_TAGS)
     _register_tagged_union(c, EVENT_TAGS)
     _register_pending(c)
@@ -1048,8 +1053,15 @@ def decode(raw: Mapping[str, Any]) -> Record:
 
 Migration: TypeAlias = Callable[[dict[str, Any]], dict[str, Any]]
 # MIGRATIONS[v] upgrades one raw record (header included) of format version v to version v + 1.
-# Version 1 is the first format: nothing to migrate from yet.
-MIGRATIONS: dict[int, Migration] = {}
+
+
+def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 adds ``busy`` to a tick (how long the loop folded before it), absent when 0: a version 1
+    record is a version 2 one; only the header's number changes."""
+    return {**raw, "version": 2} if raw.get("k") == "header" else raw
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 
 
 def migration_chain(version: int) -> list[Migration] | None:
@@ -1163,6 +1175,8 @@ READABLE_OLDER_STATE_SCHEMAS: Final[Mapping[str, str]] = {
     "5e0f2e83a97dd0d4": "before Control.failing (failed writes reported; absent: none)",
     # The catalog keys rendered (CatalogConfig.catalog_keys); absent: the header's (with_header_fields).
     "997d443f8813c16d": "before CatalogConfig.catalog_keys (the keys rendered; absent: the header's)",
+    # The write damping's backlog after a busy fold (Damping.backlog); absent: none (no tick said it was).
+    "5d2625e6ff56ce5b": "before Damping.backlog (changes behind a busy fold; absent: none)",
 }
 # No shape before 5e0f2e83a97dd0d4 is listed: bfed55144b4b38cb and its successor were not read as is by
 # the version after them (bfed55144b4b38cb holds an external model's optional LiteLLM parameters as

@@ -26,6 +26,7 @@ from catalog_core.events import (
     Outcome,
     SourceKind,
     SourceListed,
+    Ticked,
 )
 from catalog_core.redact import redact_for_source
 from catalog_core.simulate import SimulatedWorld
@@ -325,3 +326,75 @@ async def test_an_exception_in_one_step_is_logged_counted_skipped_and_the_loop_g
         await _settle(loop)
         assert "ai-appliance-kubeai-qwen" in world.rows
         tg.cancel_scope.cancel()
+
+
+class _Steps:
+    """A recorder: every event the loop folds, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def record(self, event: Event, transition: object) -> None:
+        self.events.append(event)
+
+
+def _models(names: Sequence[str]) -> list[ObjectUpserted]:
+    source = SourceKind.KUBEAI_MODELS
+    return [ObjectUpserted(source, redact_for_source(source.value, b.kubeai_model(n)).obj) for n in names]
+
+
+async def test_events_a_producer_hands_over_back_to_back_are_folded_in_one_tick():
+    # A watch hands over the lines of one chunk one send at a time, and each send yields first: ticked one
+    # by one they would be moments of their own (three changes 1 ms apart read as a burst).
+    world = SimulatedWorld()
+    steps = _Steps()
+    loop = CatalogLoop(CatalogConfig(), [SimulatedExecutor(world)], recorder=steps)
+    async with anyio.create_task_group() as tg:
+        await tg.start(loop.run)
+        await _start_loop(loop, world, [])
+        await _settle(loop, 0.5)
+        first = len(steps.events)
+        for event in _models(["a", "b", "c"]):
+            await loop.send(event)
+        await _settle(loop, 0.5)
+        tg.cancel_scope.cancel()
+    folded = steps.events[first:]
+    assert [type(e).__name__ for e in folded[:4]] == ["ObjectUpserted"] * 3 + ["Ticked"]
+
+
+async def test_a_tick_says_how_long_the_loop_folded_its_batch(monkeypatch: pytest.MonkeyPatch):
+    # The fold of a batch that took 0.3 s (on the loop's clock) is told to the core with the tick after it;
+    # a batch that took no time, none.
+    from app import loop as loop_module
+
+    clock = [100.0]
+    real_step = loop_module.guarded_step
+
+    def slow_step(state, event):  # type: ignore[no-untyped-def]
+        if isinstance(event, ObjectUpserted) and event.object["metadata"]["name"] == "slow":
+            clock[0] += 0.3
+        return real_step(state, event)
+
+    monkeypatch.setattr(loop_module, "guarded_step", slow_step)
+    world = SimulatedWorld()
+    steps = _Steps()
+    loop = CatalogLoop(
+        CatalogConfig(), [SimulatedExecutor(world)], recorder=steps, monotonic=lambda: clock[0]
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(loop.run)
+        await _start_loop(loop, world, [])
+        await _settle(loop, 0.5)
+        first = len(steps.events)
+        await loop.send(_models(["slow"])[0])
+        await _settle(loop, 0.5)
+        await loop.send(_models(["quick"])[0])
+        await _settle(loop, 0.5)
+        tg.cancel_scope.cancel()
+    after = steps.events[first:]
+    ticks = [
+        next(e for e in after[i:] if isinstance(e, Ticked))
+        for i, e in enumerate(after)
+        if isinstance(e, ObjectUpserted) and e.object["metadata"]["name"] in ("slow", "quick")
+    ]
+    assert [t.busy for t in ticks] == [pytest.approx(0.3), 0.0]

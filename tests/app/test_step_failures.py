@@ -195,11 +195,11 @@ async def test_a_tick_that_raises_is_retried_with_backoff_not_in_a_busy_loop(
     attempts: list[float] = []
     broken = True
 
-    def tick(state: CatalogState, now: float) -> Any:
+    def tick(state: CatalogState, now: float, *, busy: float = 0.0) -> Any:
         if broken:
             attempts.append(now)
             raise ZeroDivisionError
-        return real_tick(state, now)
+        return real_tick(state, now, busy=busy)
 
     monkeypatch.setattr(fold, "tick", tick)
     # Something is always due: a loop that ticks again at once after a failure would spin here.

@@ -105,6 +105,55 @@ def test_changes_delivered_back_to_back_after_a_stall_are_one_moment():
     assert c.state.damping.deferred_total == 0
 
 
+def _behind_a_stall(busy: float) -> tuple[Any, Driver, dict[str, float], dict[str, float]]:
+    """P1 at 10,000 models as a run recorded it: changes 100 ms apart; the loop folds a 10,000-row LiteLLM
+    observation for 115 ms; the change made meanwhile (a) arrives after it, 4 ms before the next one (b),
+    and the one after (c) 34 ms later: three moments within the burst window. ``busy``: what the tick
+    after the observation says of the fold. Returns when each change arrived and its write went."""
+    names = ["before", "a", "b", "c", "d"]
+    c, d = _started(names)
+    rid = {n: _rid(c, n) for n in names}
+    w = Windows.of(c.config)
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "before", False))
+    d.until(t + w.burst_probe)
+    observed = t + 0.3
+    d.send(observed, [c.world.rows_event()], busy=busy)
+    at = {"a": observed + 0.030, "b": observed + 0.034, "c": observed + 0.068, "d": observed + 0.168}
+    for name, when in at.items():
+        d.send(when, _ready(c, name, False))
+    d.until(at["d"] + 3.0)
+    sent = {}
+    for name in at:
+        emitted = zip(d.commands, d.at, strict=True)
+        times = [t for cmd, t in emitted if getattr(cmd, "model_id", None) == rid[name]]
+        assert len(times) == 1, f"{name}: {len(times)} writes"
+        sent[name] = times[0]
+    return c, d, at, sent
+
+
+def test_changes_that_waited_behind_a_busy_fold_are_one_moment_not_a_burst():
+    # Counted apart (no busy time known: busy=0), the three make a burst and every change for a settle
+    # window waits 2 s; behind the 115 ms the loop says it was busy they are one moment.
+    c, _, at, sent = _behind_a_stall(busy=0.0)
+    assert c.state.damping.burst_deferred_total > 0, "the shape no longer reproduces the false burst"
+    assert max(sent[n] - at[n] for n in at) >= 1.0
+    c, _, at, sent = _behind_a_stall(busy=0.115)
+    assert c.state.damping.burst_deferred_total == 0
+    w = Windows.of(c.config)
+    for name, when in at.items():
+        held = sent[name] - when
+        assert held <= w.burst_window / 2 + w.burst_probe, f"{name} held {held:.3f} s"
+
+
+def test_a_busy_fold_shorter_than_a_moment_changes_nothing():
+    w = Windows.of(CatalogConfig())
+    damping = churn.Damping()
+    assert churn.loop_was_busy(damping, 10.0, w.burst_moment, w) is damping
+    busy = w.burst_moment * 2
+    assert churn.loop_was_busy(damping, 10.0, busy, w).backlog == (10.0, 10.0 + busy)
+
+
 def test_rows_of_one_moment_are_held_like_a_pair_so_a_burst_behind_them_is_seen():
     # P4's start: two rows delivered 1 ms apart (one moment), a third 30 ms later. The first two are held
     # like a pair, the third makes the burst, and the first, flapping back, is never written.

@@ -40,20 +40,24 @@ class Driver:
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
         self.commands: list[Command] = []
+        self.at: list[float] = []  # when each command was emitted
         self.waiting: list[bool] = []
 
     @property
     def state(self) -> CatalogState:
         return self.c.state
 
-    def tick(self, now: float) -> None:
-        """One instant: tick at ``now`` and carry out what it emits, until it emits nothing."""
+    def tick(self, now: float, *, busy: float = 0.0) -> None:
+        """One instant: tick at ``now`` (after the loop was ``busy`` folding) and carry out what it emits,
+        until it emits nothing."""
         for _ in range(50):
-            result = step(self.c.state, Ticked(now))
+            result = step(self.c.state, Ticked(now, busy=busy))
+            busy = 0.0
             self.c.state = result.state
             if not result.commands:
                 return
             self.commands.extend(result.commands)
+            self.at.extend([now] * len(result.commands))
             # whether LiteLLM writes were waiting for their rows to settle when the command was planned
             self.waiting.extend([bool(result.state.damping.waiting)] * len(result.commands))
             for command in result.commands:
@@ -70,11 +74,11 @@ class Driver:
             self.tick(max(due, self.c.state.now))
         self.tick(now)
 
-    def send(self, now: float, events: list[Event]) -> None:
+    def send(self, now: float, events: list[Event], *, busy: float = 0.0) -> None:
         self.until(now)
         for event in events:
             self.c.state = step(self.c.state, event).state
-        self.tick(now)
+        self.tick(now, busy=busy)
 
 
 def _writes(commands: list[Command]) -> list[LiteLLMCommand]:

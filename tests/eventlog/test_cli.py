@@ -191,7 +191,8 @@ def test_a_log_of_an_unknown_version_is_refused(
     records[0]["version"] = wire.FORMAT_VERSION + 1
     code, out, err = _cli(capsys, "replay", str(_write(tmp_path / "newer.jsonl", records)), "--verify")
     assert code == 2 and out == ""
-    assert "format version 2 was written by a newer model-catalog" in err and ":1:" in err
+    newer = wire.FORMAT_VERSION + 1
+    assert f"format version {newer} was written by a newer model-catalog" in err and ":1:" in err
     records[0]["version"] = 0
     code, _, err = _cli(capsys, "replay", str(_write(tmp_path / "older.jsonl", records)))
     assert code == 2

@@ -28,8 +28,9 @@ from tests.eventlog import strategies as gen
 from tests.eventlog.harness import record_run
 from tests.eventlog.same import differences, same
 
-# The registry as released in format version 1. A tag, once written, never changes meaning: this table
-# may only grow (and growing it, or changing a type's fields, means a new format version with a migration).
+# The registry as released (format version 1; version 2 added the tick's busy). A tag, once written, never
+# changes meaning: this table may only grow (and growing it, or changing a type's fields, means a new format
+# version with a migration).
 RELEASED_TAGS = {
     "object-upserted": ("ObjectUpserted", ["source", "object"]),
     "object-deleted": ("ObjectDeleted", ["source", "object"]),
@@ -42,7 +43,7 @@ RELEASED_TAGS = {
         "CommandCompleted",
         ["key", "command_id", "outcome", "retry_after", "reason", "detail"],
     ),
-    "ticked": ("Ticked", ["now"]),
+    "ticked": ("Ticked", ["now", "busy"]),  # busy since format version 2
     "litellm-create": (
         "CreateLiteLLMModel",
         ["model_id", "model_name", "litellm_params", "model_info", "api_key", "id"],
@@ -307,7 +308,7 @@ def test_the_header_holds_the_decision_config_and_refuses_secrets() -> None:
 # enum value) changes it, and must come with a new value here, a snapshot migration or a new example log
 # (examples/event-log.jsonl carries this value in its header). The shapes before it that snapshots are
 # still read from are wire.READABLE_OLDER_STATE_SCHEMAS (test_cli: a log written before gates were recorded).
-STATE_SCHEMA_OF_THIS_VERSION = "5d2625e6ff56ce5b"
+STATE_SCHEMA_OF_THIS_VERSION = "0e062acd20b071ec"
 
 
 def test_state_schema_is_a_stable_fingerprint_of_the_state_shape() -> None:
