@@ -128,10 +128,18 @@ class Kube:
     def set_ready(self, namespace: str, name: str, ready: bool) -> tuple[float, float]:
         """Patch a Model's status (ready 1 or 0); (monotonic time sent, time answered)."""
         body = {"status": {"replicas": {"all": 1, "ready": 1 if ready else 0}}}
-        sent = time.monotonic()
-        answer = self.http.patch(
-            f"{MODELS.format(ns=namespace)}/{name}/status", content=json.dumps(body), headers=MERGE
-        )
+        for attempt in range(3):
+            sent = time.monotonic()
+            try:
+                answer = self.http.patch(
+                    f"{MODELS.format(ns=namespace)}/{name}/status", content=json.dumps(body), headers=MERGE
+                )
+                break
+            except (httpx.RemoteProtocolError, httpx.ConnectError):
+                # The API server closed a kept-alive connection as the patch went out (a P4 run ended on
+                # it): the patch sets a value, so sending it again is harmless.
+                if attempt == 2:
+                    raise
         answer.raise_for_status()
         return sent, time.monotonic()
 
