@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import anyio
-import anyio.lowlevel
 from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -48,8 +47,6 @@ STEP_FAILED = "StepFailed"  # the reason of the Warning Event about an event the
 TICK_RETRY_FIRST = 1.0
 TICK_RETRY_MAX = 60.0
 ANNOUNCE_EVERY = 60.0  # seconds between two Warning Events about the same failure
-# Scheduling rounds a tick waits, at most, for events its producers already hold (``_next_batch``).
-_COALESCE_ROUNDS = 64
 _SINCE_GOOD_TICK = 10  # identities of the events folded since the last good tick, kept for its log line
 
 
@@ -205,31 +202,12 @@ class CatalogLoop:
         batch: list[Event] = []
         with anyio.move_on_after(timeout):
             batch.append(await receive.receive())
-        if not batch:
-            return batch
-        # A producer hands over what it already holds (the lines of one watch chunk) one event per
-        # scheduling round, as each send yields first: give it those rounds, so what reached the process
-        # together is folded in one tick, one moment for the write damping's burst rule (after a stall,
-        # changes made 100 ms apart arrive back to back; ticked one by one they read as a burst).
-        self._drain(receive, batch)
-        for _ in range(_COALESCE_ROUNDS):
-            if len(batch) >= self._max_batch:
-                break
-            await anyio.lowlevel.checkpoint()
-            if not self._drain(receive, batch):
-                break
-        return batch
-
-    def _drain(self, receive: MemoryObjectReceiveStream[Event], batch: list[Event]) -> int:
-        """Move what the stream holds into ``batch``, up to the batch size; how many moved."""
-        moved = 0
         while len(batch) < self._max_batch:
             try:
                 batch.append(receive.receive_nowait())
             except anyio.WouldBlock:
                 break
-            moved += 1
-        return moved
+        return batch
 
     def _apply(self, event: Event) -> tuple[Command, ...]:
         transition, error = guarded_step(self.state, event)

@@ -14,8 +14,8 @@ isolated changes can coincide, e.g. delivered back to back after the loop was bu
 once more, both rows until half the burst window after the first of them: a third change by then is a
 burst, else both go out. Changes delivered back to back (within a quarter of the probe, or after the
 loop was busy folding, within as long as it was busy) are one moment for the burst rule, and held like
-such a pair. An isolated change, or many found in one tick (a relist,
-the first sync), goes out once the probe has passed.
+such a pair, as are many rows changing in one tick (a relist, the first sync, or what queued while the
+loop was busy). An isolated change goes out once the probe has passed.
 Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
 catalog that has been stable for its own settle window, at most once per window each.
@@ -29,6 +29,7 @@ import attrs
 
 from catalog_core.config import CatalogConfig
 from catalog_core.evolve import evolve
+from catalog_core.gates import Gate
 from catalog_core.pmap import PMap, empty
 
 HELD = ""  # the "write" of a key whose target already holds what is wanted
@@ -97,6 +98,8 @@ class Windows:
     # to back after the loop was busy (a poll at 10,000 rows) changed at different times, and counting
     # them apart made a false burst of two isolated changes and the next one (P1 at 10,000 models).
     burst_moment: float = 0.0
+    # Rows changing in one tick are a moment of many rows, held like a pair (``Gate.MOMENTS_OF_MANY_ROWS``).
+    hold_moments: bool = False
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
@@ -109,6 +112,7 @@ class Windows:
             config.litellm_burst_window_seconds,
             probe,
             burst_moment=probe / 4,
+            hold_moments=Gate.MOMENTS_OF_MANY_ROWS in config.gates,
         )
 
 
@@ -182,9 +186,11 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
         return damping
     held = damping.arrivals
     if held and (now - held[-1] <= w.burst_moment or _behind_the_same_stall(damping, held[-1], now)):
-        # The latest moment. A row joining it in a later tick (delivered back to back) is marked by the
-        # moment listed twice: its first row is then held like a pair (``_pair_hold``).
-        if now == held[-1] or (len(held) >= 2 and held[-2] == held[-1]):
+        # The latest moment. A second row in it (in a later tick: delivered back to back; in the same
+        # tick: folded together) is marked by the moment listed twice: its rows are then held like a
+        # pair (``_pair_hold``).
+        joined = now != held[-1] or w.hold_moments
+        if not joined or (len(held) >= 2 and held[-2] == held[-1]):
             return damping
         return evolve(damping, arrivals=(*held, held[-1]))
     arrivals = (*dict.fromkeys(held), now)[-w.burst_rows :]  # each moment once

@@ -49,6 +49,11 @@ class Gate(StrEnum):
     # The re-read of LiteLLM after writes (and after a write's answer left what LiteLLM holds, or its
     # status, unknown) is a command the core plans (ObserveLiteLLM); without it the observer chose it.
     PLANNED_LITELLM_READS = "planned-litellm-reads"
+    # Rows whose change reaches the core in one tick are held like a pair, as rows of one moment delivered
+    # in later ticks are (until half the burst window after it): the loop folds what queued while it was
+    # busy in one tick, and those rows went out before the burst behind them was seen. Without it they go
+    # out once the probe has passed (damping._arrived).
+    MOMENTS_OF_MANY_ROWS = "moments-of-many-rows"
 
 
 ALL_GATES: Final = frozenset(Gate)

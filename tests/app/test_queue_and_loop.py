@@ -343,25 +343,6 @@ def _models(names: Sequence[str]) -> list[ObjectUpserted]:
     return [ObjectUpserted(source, redact_for_source(source.value, b.kubeai_model(n)).obj) for n in names]
 
 
-async def test_events_a_producer_hands_over_back_to_back_are_folded_in_one_tick():
-    # A watch hands over the lines of one chunk one send at a time, and each send yields first: ticked one
-    # by one they would be moments of their own (three changes 1 ms apart read as a burst).
-    world = SimulatedWorld()
-    steps = _Steps()
-    loop = CatalogLoop(CatalogConfig(), [SimulatedExecutor(world)], recorder=steps)
-    async with anyio.create_task_group() as tg:
-        await tg.start(loop.run)
-        await _start_loop(loop, world, [])
-        await _settle(loop, 0.5)
-        first = len(steps.events)
-        for event in _models(["a", "b", "c"]):
-            await loop.send(event)
-        await _settle(loop, 0.5)
-        tg.cancel_scope.cancel()
-    folded = steps.events[first:]
-    assert [type(e).__name__ for e in folded[:4]] == ["ObjectUpserted"] * 3 + ["Ticked"]
-
-
 async def test_a_tick_says_how_long_the_loop_folded_its_batch(monkeypatch: pytest.MonkeyPatch):
     # The fold of a batch that took 0.3 s (on the loop's clock) is told to the core with the tick after it;
     # a batch that took no time, none.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,8 +20,19 @@ from catalog_core import damping as churn
 from catalog_core.config import CatalogConfig
 from catalog_core.damping import Windows
 from catalog_core.fold import step
+from catalog_core.gates import ALL_GATES, Gate
 from catalog_core.keys import litellm_key
+from tests.core import builders as b
+from tests.core.harness import Cluster
 from tests.core.test_write_damping import Driver, _ready, _rid, _started, _writes, check_flaps
+
+
+def _started_with(config: CatalogConfig, names: list[str]) -> tuple[Cluster, Driver]:
+    c = Cluster(config)
+    c.start(*(b.kubeai_model(n) for n in names))
+    d = Driver(c)
+    d.until(c.now + 100.0)
+    return c, d
 
 
 def _writes_of(d: Driver, rid: str) -> int:
@@ -173,16 +185,49 @@ def test_rows_of_one_moment_are_held_like_a_pair_so_a_burst_behind_them_is_seen(
     assert all(_writes_of(d, rid[n]) == 1 for n in ("b", "c", "e"))
 
 
-def test_many_changes_found_in_one_tick_go_out_once_the_probe_passes():
-    # A relist (or the first sync) brings many changes at one moment: they are one arrival, not a burst.
+def test_many_changes_found_in_one_tick_go_out_half_a_burst_window_later():
+    # A relist (or the first sync, or what queued while the loop was busy) brings many changes at one moment:
+    # one arrival, not a burst, held like a pair so a burst behind them is still seen.
     names = [f"m{i:02d}" for i in range(12)]
     c, d = _started(names)
+    w = Windows.of(c.config)
     t = c.state.now + 1.0
-    events = [e for n in names for e in _ready(c, n, False)]
-    d.send(t, events)
-    d.until(t + Windows.of(c.config).burst_probe)
+    d.send(t, [e for n in names for e in _ready(c, n, False)])
+    d.until(t + w.burst_probe)
+    assert _writes(d.commands) == []
+    d.until(t + w.burst_window / 2)
     assert len(_writes(d.commands)) == len(names)
     assert c.state.damping.deferred_total == 0
+    assert c.state.damping.burst_deferred_total == 0
+
+
+def test_without_the_gate_many_changes_of_one_tick_go_out_once_the_probe_passes():
+    # How a log recorded before Gate.MOMENTS_OF_MANY_ROWS planned, and replays.
+    names = [f"m{i:02d}" for i in range(12)]
+    c, d = _started_with(attrs.evolve(CatalogConfig(), gates=ALL_GATES - {Gate.MOMENTS_OF_MANY_ROWS}), names)
+    t = c.state.now + 1.0
+    d.send(t, [e for n in names for e in _ready(c, n, False)])
+    d.until(t + Windows.of(c.config).burst_probe)
+    assert len(_writes(d.commands)) == len(names)
+
+
+def test_rows_folded_in_one_tick_with_a_burst_behind_them_are_never_written_out_and_back():
+    # P4 as a run recorded it: the first row alone, four rows folded in one tick 40 ms later (the loop was
+    # busy), further rows 38 and 56 ms after those. The four wait with the burst; those that flap back cost
+    # no write.
+    names = ["first", "r0", "r1", "r2", "r3", "n0", "n1"]
+    c, d = _started(names)
+    rid = {n: _rid(c, n) for n in names}
+    t = c.state.now + 1.0
+    d.send(t, _ready(c, "first", False))
+    d.send(t + 0.040, [e for n in ("r0", "r1", "r2", "r3") for e in _ready(c, n, False)])
+    d.send(t + 0.078, _ready(c, "n0", False))
+    d.send(t + 0.096, _ready(c, "n1", False))
+    d.send(t + 0.300, [e for n in ("r0", "r1", "r2", "r3") for e in _ready(c, n, True)])
+    d.until(t + 30.0)
+    assert c.state.damping.burst_deferred_total > 0
+    assert [_writes_of(d, rid[n]) for n in ("r0", "r1", "r2", "r3")] == [0, 0, 0, 0]
+    assert _writes_of(d, rid["n0"]) == _writes_of(d, rid["n1"]) == 1
 
 
 def test_a_flap_that_returns_within_the_probe_costs_no_write():
