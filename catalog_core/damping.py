@@ -11,8 +11,8 @@ the first rows of a burst are not written before it is seen, a still row's chang
 held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule sees a burst within
 that time, the row waits to settle with the rest. If only one other row changed within it (a pair: two
 isolated changes can coincide, e.g. delivered back to back after the loop was busy), the row is held
-once more, both rows until half the burst window after the first of them: a third change by then is a
-burst, else both go out. Changes delivered back to back (within a quarter of the probe, or after the
+once more, both rows until the burst window has passed since the first of them: a third change by then
+is a burst, else both go out. Changes delivered back to back (within a quarter of the probe, or after the
 loop was busy folding, within as long as it was busy) are one moment for the burst rule, and held like
 such a pair, as are many rows changing in one tick (a relist, the first sync, or what queued while the
 loop was busy). An isolated change goes out once the probe has passed.
@@ -193,8 +193,14 @@ def _arrived(damping: Damping, now: float, w: Windows) -> Damping:
         if not joined or (len(held) >= 2 and held[-2] == held[-1]):
             return damping
         return evolve(damping, arrivals=(*held, held[-1]))
-    arrivals = (*dict.fromkeys(held), now)[-w.burst_rows :]  # each moment once
-    seen = len(arrivals) >= w.burst_rows and now - arrivals[0] <= w.burst_window
+    if w.hold_moments:
+        # The latest moments (one fewer than a burst takes), each once, and now; a moment's second listing
+        # stays, so its first row, planned after a later moment began, is still held like a pair.
+        moments = (*tuple(dict.fromkeys(held))[1 - w.burst_rows :], now)
+        arrivals = (*(a for a in held if a in moments), now)
+    else:
+        arrivals = moments = (*dict.fromkeys(held), now)[-w.burst_rows :]  # each moment once
+    seen = len(moments) >= w.burst_rows and now - moments[0] <= w.burst_window
     until = now + w.settle if seen else damping.burst_until
     return evolve(damping, arrivals=arrivals, burst_until=until)
 
@@ -205,8 +211,10 @@ def loop_was_busy(damping: Damping, now: float, busy: float, w: Windows) -> Damp
     Changes made meanwhile reach the core after it, one after the other as the watch delivers them, next to
     those made on time: counted as moments of their own, a stall of ~0.1 s (a 10,000-row LiteLLM observation)
     made three isolated changes 100 ms apart a burst, and every change for a settle window waited 2 s (P1 at
-    10,000 models). A stall shorter than ``burst_moment`` is within one moment anyway."""
-    if w.burst_rows < 2 or busy <= w.burst_moment:
+    10,000 models). A stall of less than half the burst window cannot squeeze changes made slower than a
+    burst into one (three changes 100 ms apart still span 150 ms): it is left alone, as moments merged
+    behind the short folds of a real burst (a few ms each, folding what queued) would hide it."""
+    if w.burst_rows < 2 or busy <= w.burst_window / 2:
         return damping
     return evolve(damping, backlog=(now, now + busy))
 
@@ -223,10 +231,11 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
 
     Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
     loop delivers two back to back), and writing both costs nothing extra. Only a third tells, so both
-    rows of the pair wait until half the burst window after the first of them (P4's patches came 3,
-    then 18 ms apart at its start) and until the other's probe has passed. Rows of one moment (delivered
-    within ``burst_moment``) are such a pair too: the moment counts once towards a burst, but a burst
-    behind it must still find its rows unwritten (P4 wrote two rows out and back without this)."""
+    rows of the pair wait until the burst window has passed since the first of them (``pair_hold``: a
+    P4 start had three rows within 10 ms and the next 65 ms later) and until the other's probe has
+    passed. Rows of one moment (delivered within ``burst_moment``, or folded in one tick) are such a pair
+    too: the moment counts once towards a burst, but a burst behind it must still find its rows
+    unwritten (P4 wrote two rows out and back without this)."""
     if entry.probe_until is not None:
         return None
     changed = entry.changed_at
@@ -235,8 +244,14 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
         near.append(changed)  # its moment's first row, and another row joined the moment (``_arrived``)
     if not near:
         return None
-    until = max(min(*near, changed) + w.burst_window / 2, max(near) + w.burst_probe)
+    until = max(min(*near, changed) + pair_hold(w), max(near) + w.burst_probe)
     return until if until > now else None
+
+
+def pair_hold(w: Windows) -> float:
+    """How long after the first of them the rows of a pair wait: the burst window, by which a third
+    moment would have made a burst (half of it in runs before ``Gate.MOMENTS_OF_MANY_ROWS``)."""
+    return w.burst_window if w.hold_moments else w.burst_window / 2
 
 
 def in_burst(damping: Damping, now: float) -> bool:
@@ -321,7 +336,7 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
     if entry.probing and entry.probe_until is not None:
         why = (
             "it changed after being still, and so did another row within its probe; held "
-            f"{w.burst_window / 2 * 1000:g} ms at least, as a third change by then would make it a burst"
+            f"{pair_hold(w) * 1000:g} ms at least, as a third change by then would make it a burst"
         )
     elif entry.probing:
         why = (

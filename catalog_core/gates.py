@@ -50,9 +50,11 @@ class Gate(StrEnum):
     # status, unknown) is a command the core plans (ObserveLiteLLM); without it the observer chose it.
     PLANNED_LITELLM_READS = "planned-litellm-reads"
     # Rows whose change reaches the core in one tick are held like a pair, as rows of one moment delivered
-    # in later ticks are (until half the burst window after it): the loop folds what queued while it was
-    # busy in one tick, and those rows went out before the burst behind them was seen. Without it they go
-    # out once the probe has passed (damping._arrived).
+    # in later ticks are; a moment stays marked as one of many rows once a later one begins; and a pair
+    # waits for the whole burst window, by which a third moment would make a burst (damping._arrived,
+    # _pair_hold). Without it rows of one tick go out once the probe has passed, a moment's mark is lost
+    # at the next moment, and a pair waits half the window: rows went out before the burst behind them
+    # was seen (P4).
     MOMENTS_OF_MANY_ROWS = "moments-of-many-rows"
 
 
