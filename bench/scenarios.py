@@ -725,10 +725,14 @@ def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> 
             before = writes(ctl)
             rv_before = world.kube.configmap(world.namespace)["metadata"]["resourceVersion"]
             began = time.monotonic()
-            # one thread per model: its patches stay in order, the models' patches interleave
+            # One thread per model: its patches stay in order, the models' patches interleave. They start
+            # together: started as they were created, the first thread's patch led the others by 10-46 ms,
+            # a lone change the controller writes at once (a burst that starts so costs that row its
+            # flaps: docs/behaviour.md), not the many models flapping at once P4 is about.
+            start = threading.Barrier(len(plan))
             flapper.parallel(
                 [
-                    functools.partial(_flap, flapper, world.namespace, model_name(i), values)
+                    functools.partial(_flap, flapper, world.namespace, model_name(i), values, start)
                     for i, values in plan.items()
                 ]
             )
@@ -795,7 +799,8 @@ def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> 
     return {"runs": runs}
 
 
-def _flap(kube: Kube, namespace: str, name: str, values: list[bool]) -> None:
+def _flap(kube: Kube, namespace: str, name: str, values: list[bool], start: threading.Barrier) -> None:
+    start.wait(60)
     for value in values:
         kube.set_ready(namespace, name, value)
 
