@@ -725,14 +725,10 @@ def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> 
             before = writes(ctl)
             rv_before = world.kube.configmap(world.namespace)["metadata"]["resourceVersion"]
             began = time.monotonic()
-            # One thread per model: its patches stay in order, the models' patches interleave. They start
-            # together: started as they were created, the first thread's patch led the others by 10-46 ms,
-            # a lone change the controller writes at once (a burst that starts so costs that row its
-            # flaps: docs/behaviour.md), not the many models flapping at once P4 is about.
-            start = threading.Barrier(len(plan))
+            # one thread per model: its patches stay in order, the models' patches interleave
             flapper.parallel(
                 [
-                    functools.partial(_flap, flapper, world.namespace, model_name(i), values, start)
+                    functools.partial(_flap, flapper, world.namespace, model_name(i), values)
                     for i, values in plan.items()
                 ]
             )
@@ -799,8 +795,7 @@ def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> 
     return {"runs": runs}
 
 
-def _flap(kube: Kube, namespace: str, name: str, values: list[bool], start: threading.Barrier) -> None:
-    start.wait(60)
+def _flap(kube: Kube, namespace: str, name: str, values: list[bool]) -> None:
     for value in values:
         kube.set_ready(namespace, name, value)
 
