@@ -16,17 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import attrs
 
-from catalog_core.rules.limits import opencode_limits, paperclip_limits
+from catalog_core.rules.limits import RenderSettings, opencode_limits, paperclip_limits
 from catalog_core.sources.catalog_configmap import DEFAULT_CHAT_KEY, DEFAULT_EMBEDDING_KEY, READY_KEY
 from catalog_core.urls import published_url
 from catalog_core.values import ModelType
-
-if TYPE_CHECKING:  # the configuration names the declared keys it renders (config.py imports this module)
-    from catalog_core.config import CatalogConfig
 
 # Scalar keys only READY and HASH carry MODEL_CATALOG_ (behaviour §5.1). READY and the default models' keys
 # are read back from the written catalog, so they are declared with it (sources/catalog_configmap.py).
@@ -111,7 +108,7 @@ class Models:
     are picked among them."""
 
     types: frozenset[ModelType]
-    fragment: Callable[[PublishedModel, CatalogConfig], Any]
+    fragment: Callable[[PublishedModel, RenderSettings], Any]
     keyed: bool
     hashed: bool = False
 
@@ -141,7 +138,7 @@ class Published:
 
     def __init__(
         self,
-        config: CatalogConfig,
+        config: RenderSettings,
         *,
         ready: bool,
         catalog_hash: str,
@@ -195,7 +192,7 @@ class CatalogFile:
     consumers: tuple[Labels, ...]
 
 
-def entry_json(e: PublishedModel, _: CatalogConfig) -> dict[str, Any]:
+def entry_json(e: PublishedModel, _: RenderSettings) -> dict[str, Any]:
     """A catalog entry (behaviour §5.1, §6)."""
     out: dict[str, Any] = {
         "id": e.id,
@@ -218,25 +215,25 @@ def entry_json(e: PublishedModel, _: CatalogConfig) -> dict[str, Any]:
     return out
 
 
-def _opencode_model(e: PublishedModel, config: CatalogConfig) -> dict[str, Any]:
+def _opencode_model(e: PublishedModel, config: RenderSettings) -> dict[str, Any]:
     context, output = opencode_limits(e.context_window, e.max_output_tokens, config)
     return {"name": e.name, "limit": {"context": context, "output": output}}
 
 
-def _paperclip_model(e: PublishedModel, config: CatalogConfig) -> dict[str, Any]:
+def _paperclip_model(e: PublishedModel, config: RenderSettings) -> dict[str, Any]:
     context, output = paperclip_limits(e.context_window, e.max_output_tokens, config)
     return {"name": e.name, "limit": {"context": context, "output": output}}
 
 
-def _openclaw_model(e: PublishedModel, _: CatalogConfig) -> dict[str, Any]:
+def _openclaw_model(e: PublishedModel, _: RenderSettings) -> dict[str, Any]:
     return {"id": e.id, "name": e.name} | ({"contextWindow": e.context_window} if e.context_window else {})
 
 
-def _hermes_model(e: PublishedModel, _: CatalogConfig) -> dict[str, Any]:
+def _hermes_model(e: PublishedModel, _: RenderSettings) -> dict[str, Any]:
     return {"name": e.name} | ({"context_length": e.context_window} if e.context_window else {})
 
 
-def _adapter_model(e: PublishedModel, _: CatalogConfig) -> dict[str, Any]:
+def _adapter_model(e: PublishedModel, _: RenderSettings) -> dict[str, Any]:
     return {"id": f"litellm/{e.id}", "label": e.name}
 
 

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # catalog_files.py imports this module, and config.py imports catalog_files.py
-    from catalog_core.config import CatalogConfig
+
+class RenderSettings(Protocol):
+    """The settings the generated catalog files read (``CatalogConfig`` has them). Named here rather than
+    imported: the configuration imports the catalog files' declarations (the keys it renders), which use
+    these limits, so importing it back would close a circle."""
+
+    @property
+    def litellm_api_base(self) -> str: ...
+    @property
+    def opencode_default_context_tokens(self) -> int: ...
+    @property
+    def opencode_default_output_tokens(self) -> int: ...
+    @property
+    def paperclip_max_output_tokens(self) -> int: ...
+    @property
+    def paperclip_headroom_tokens(self) -> int: ...
+    @property
+    def openclaw_tools_profile(self) -> str: ...
 
 
 def opencode_limits(
-    context_window: int | None, max_output: int | None, config: CatalogConfig
+    context_window: int | None, max_output: int | None, config: RenderSettings
 ) -> tuple[int, int]:
     """context = C or the default; output = min(O or the default, context)."""
     context = context_window or config.opencode_default_context_tokens
@@ -18,7 +34,7 @@ def opencode_limits(
 
 
 def paperclip_limits(
-    context_window: int | None, max_output: int | None, config: CatalogConfig
+    context_window: int | None, max_output: int | None, config: RenderSettings
 ) -> tuple[int, int]:
     """From the OpenCode pair (P, o): leave headroom, cap output (20000/8192 -> 15904/3976)."""
     p, o = opencode_limits(context_window, max_output, config)
