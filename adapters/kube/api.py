@@ -113,7 +113,7 @@ def retry_after(value: str | None, now: float | None = None) -> float:
     if not value:
         return 0.0
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit also holds for "²", which float() refuses
         return min(float(value), RETRY_AFTER_LIMIT)
     try:
         when = email.utils.parsedate_to_datetime(value)

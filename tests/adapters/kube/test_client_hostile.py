@@ -306,6 +306,9 @@ async def test_the_client_made_from_a_host_api_client_is_closed_with_its_user(
         ("Wed, 31 Dec 2025 23:59:00 GMT", 0.0),  # past
         ("Fri, 01 Jan 2027 00:00:00 GMT", RETRY_AFTER_LIMIT),
         ("Thu, 01 Jan 2026 00:00:10", 0.0),  # no zone: no HTTP-date
+        ("\u00b2", 0.0),  # a digit to str.isdigit (the header is read as latin-1), not to float()
+        ("\uff11\uff12", 0.0),  # fullwidth digits: no delay-seconds either
+        ("9" * 5000, RETRY_AFTER_LIMIT),
     ],
 )
 def test_retry_after_is_read_as_rfc_9110_says_and_bounded(header: str | None, seconds: float) -> None:
