@@ -175,8 +175,9 @@ class CatalogLoop:
                 for event in batch:
                     self._apply(event)
                 failures = self.step_failures
-                # how long the batch took to fold: what was delivered meanwhile waited (Ticked.busy)
-                busy = self._monotonic() - self.busy_since
+                # How long the batch took to fold: what was delivered meanwhile waited (Ticked.busy). In
+                # whole milliseconds, so the usual sub-millisecond fold records no busy time at all.
+                busy = round(self._monotonic() - self.busy_since, 3)
                 commands = self._apply(Ticked(self._clock(), busy=busy))
                 self.ticked = self.state
                 self._tick_done(ok=self.step_failures == failures)
