@@ -60,7 +60,11 @@ NOTES = (
     "earlier work), 'fold+plan' to the LiteLLM command entering the queue, 'queue+request' to the "
     "fake receiving it.",
     "P4's 1,000 patches took ~10 s, not 1 s: the API server on this shared 2-core machine takes ~100 "
-    "status patches/s (100 client threads). The write counts are for that pace.",
+    "status patches/s (100 client threads). The write counts are for that pace. The threads start "
+    "together, each on a connection opened just before (started as they were created, the first "
+    "thread's patch led the rest by 25-100 ms while they opened theirs). At that pace a model's next "
+    "patch is now and then answered more than the 2 s settle window after its last: its row waits for "
+    "the burst to calm (Gate.CALM_AFTER_BURSTS), not only for itself to be still.",
     "P4 runs on the real LiteLLM (issue 14), with one consumer Deployment and one AgentTemplate; its "
     "LiteLLM writes are counted per row from the controller's event log (every command outcome is a "
     "request made). Every model's first patch lands on a row that has been still for longer than the "
