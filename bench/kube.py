@@ -112,6 +112,13 @@ class Kube:
         with ThreadPoolExecutor(self.threads) as pool:
             return [f.result() for f in [pool.submit(job) for job in jobs]]
 
+    def open_connections(self, namespace: str) -> None:
+        """Open one kept-alive connection per thread, so the next ``threads`` requests sent at once go out
+        at once: each thread holds a one-second watch of nothing, so none can reuse another's connection."""
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        params = {"watch": "true", "timeoutSeconds": "1", "fieldSelector": "metadata.name=no-such-object"}
+        self.parallel([functools.partial(self.http.get, path, params=params)] * self.threads)
+
     def create_models(self, namespace: str, indexes: Iterable[int], ready: bool = True) -> float:
         """Create Models (and set their status); the seconds it took."""
         began = time.monotonic()

@@ -724,11 +724,18 @@ def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> 
             requests_before = litellm_requests(ctl)
             before = writes(ctl)
             rv_before = world.kube.configmap(world.namespace)["metadata"]["resourceVersion"]
+            # One thread per model: its patches stay in order, the models' patches interleave. They start
+            # together on connections already open: started as they were created, the first thread's patch
+            # led the others by 25-100 ms (the others were still opening their TLS connections), a lone
+            # change the controller writes once its probe passes (docs/behaviour.md), not the many models
+            # flapping at once P4 is about. Started together on new connections, the handshakes spread them
+            # just as much (16-220 ms).
+            flapper.open_connections(world.namespace)
+            start = threading.Barrier(len(plan))
             began = time.monotonic()
-            # one thread per model: its patches stay in order, the models' patches interleave
             flapper.parallel(
                 [
-                    functools.partial(_flap, flapper, world.namespace, model_name(i), values)
+                    functools.partial(_flap, flapper, world.namespace, model_name(i), values, start)
                     for i, values in plan.items()
                 ]
             )
@@ -795,7 +802,8 @@ def p4_flaps(world: World, litellm: RealLiteLLM, repeats: int, quiet: float) -> 
     return {"runs": runs}
 
 
-def _flap(kube: Kube, namespace: str, name: str, values: list[bool]) -> None:
+def _flap(kube: Kube, namespace: str, name: str, values: list[bool], start: threading.Barrier) -> None:
+    start.wait(60)
     for value in values:
         kube.set_ready(namespace, name, value)
 
