@@ -26,7 +26,8 @@ def deferral_lines(
         was = old is not None and old.deferred_since is not None
         now_deferred = new is not None and new.deferred_since is not None
         if now_deferred and not was and new is not None:
-            out.append(f"LiteLLM {rid}: {churn.deferral_reason(new, after.now, windows)}")
+            why = churn.deferral_reason(new, after.now, windows, churn.calm_at(after.damping, windows))
+            out.append(f"LiteLLM {rid}: {why}")
         elif was and not now_deferred and key not in issued:
             out.append(f"LiteLLM {rid}: deferred write cancelled: the row is back to what LiteLLM holds")
     return out

@@ -5,8 +5,9 @@ changes again while it is *damped* (written or changed less than a settle window
 its desired value has been still for the settle window, or until the cap has passed since the write
 was first deferred, so a key that never settles is still written at that rate. During a *burst* (the
 desired values of rows changed at ``burst_rows`` distinct moments within ``burst_window``: many models
-flapping at once, as when a node or an operator restarts) a still row is treated as damped too: a
-model that flaps and returns within the burst is never written, one that ends changed once. So that
+flapping at once, as when a node or an operator restarts) a still row is treated as damped too, and a
+deferred write waits for the burst to calm (none seen for a settle window) or the cap: a model that
+flaps and returns within the burst is never written, one that ends changed once. So that
 the first rows of a burst are not written before it is seen, a still row's change is *probed* first:
 held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule sees a burst within
 that time, the row waits to settle with the rest. If only one other row changed within it (a pair: two
@@ -100,6 +101,8 @@ class Windows:
     burst_moment: float = 0.0
     # Rows changing in one tick are a moment of many rows, held like a pair (``Gate.MOMENTS_OF_MANY_ROWS``).
     hold_moments: bool = False
+    # A deferred write waits for the burst to calm too (``Gate.CALM_AFTER_BURSTS``, ``write_due``).
+    calm_bursts: bool = False
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
@@ -113,6 +116,7 @@ class Windows:
             probe,
             burst_moment=probe / 4,
             hold_moments=Gate.MOMENTS_OF_MANY_ROWS in config.gates,
+            calm_bursts=Gate.CALM_AFTER_BURSTS in config.gates,
         )
 
 
@@ -150,7 +154,7 @@ def plan_write(
         entry = evolve(entry, deferred_since=None, probing=False, probe_until=None)
         return _with(damping, key, entry, w, cancelled=int(cancelled)), False
     if entry.probing:
-        if now < write_due(entry, w):
+        if now < write_due(entry, w):  # a probe never waits for calm: it tells whether there is a burst
             return _with(damping, key, entry, w), False
         if not in_burst(damping, now):
             until = _pair_hold(damping, entry, now, w)
@@ -168,7 +172,7 @@ def plan_write(
     since = entry.deferred_since if entry.deferred_since is not None else now
     first = entry.unsettled_since if entry.unsettled_since is not None else now
     entry = evolve(entry, deferred_since=since, unsettled_since=first)
-    if now >= write_due(entry, w):
+    if now >= write_due(entry, w, calm_at(damping, w)):
         return _with(damping, key, entry, w), True
     return _with(damping, key, entry, w, deferred=int(since == now)), False
 
@@ -245,6 +249,8 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
     if not near:
         return None
     until = max(min(*near, changed) + pair_hold(w), max(near) + w.burst_probe)
+    if w.calm_bursts:
+        until = min(until, changed + w.cap)  # no wait outlasts the cap (a burst window longer than it)
     return until if until > now else None
 
 
@@ -276,14 +282,26 @@ def written(damping: Damping, key: str, write: str, now: float) -> Damping:
     return evolve(damping, keys=damping.keys.set(key, entry), waiting=waiting)
 
 
-def write_due(entry: KeyChurn, w: Windows) -> float:
-    """When a deferred write may go: still for the settle window, or the cap reached; and a settle
-    window after the key's last write. A probed key's write may go when its probe has passed."""
+def write_due(entry: KeyChurn, w: Windows, calm: float | None = None) -> float:
+    """When a deferred write may go: still for the settle window, and the cluster calm (``calm``: a
+    settle window after a burst was last seen, ``calm_at``), or the cap reached; and a settle window after
+    the key's last write. A probed key's write may go when its probe has passed.
+
+    Calm matters when the API server is slow: P4's models, flapping with 99 others through a loaded API
+    server, were each still now and then for longer than the settle window (a patch answered after 2-3 s),
+    written then, and written back when they flapped on. A burst's rows wait for the burst instead, and
+    the cap still bounds the wait."""
     assert entry.unsettled_since is not None
     if entry.probing:
         return entry.probe_until if entry.probe_until is not None else entry.changed_at + w.burst_probe
-    due = min(entry.changed_at + w.settle, entry.unsettled_since + w.cap)
+    settled = entry.changed_at + w.settle if calm is None else max(entry.changed_at + w.settle, calm)
+    due = min(settled, entry.unsettled_since + w.cap)
     return due if entry.written_at is None else max(entry.written_at + w.settle, due)
+
+
+def calm_at(damping: Damping, w: Windows) -> float | None:
+    """When the last burst seen will have calmed (None: no burst rule for calm, or none seen)."""
+    return damping.burst_until if w.calm_bursts else None
 
 
 SWEEP_EVERY = 60.0  # seconds between two sweeps of the keys that are still
@@ -330,9 +348,9 @@ def churning(damping: Damping) -> bool:
     return bool(damping.waiting)
 
 
-def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
-    """Why a write waits, in words (``explain``, the route's record)."""
-    due = write_due(entry, w)
+def deferral_reason(entry: KeyChurn, now: float, w: Windows, calm: float | None = None) -> str:
+    """Why a write waits, in words (``explain``, the route's record); ``calm``: ``calm_at``."""
+    due = write_due(entry, w, calm)
     if entry.probing and entry.probe_until is not None:
         why = (
             "it changed after being still, and so did another row within its probe; held "
@@ -345,6 +363,11 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows) -> str:
         )
     elif entry.unsettled_since is not None and due == entry.unsettled_since + w.cap:
         why = f"it keeps changing; written at the {w.cap:g} s cap"
+    elif calm is not None and due == calm and calm > entry.changed_at + w.settle:
+        why = (
+            f"rows are changing in a burst (at {w.burst_rows} moments within {w.burst_window:g} s); "
+            f"written once none has been seen for {w.settle:g} s"
+        )
     elif entry.burst:
         why = (
             f"it changed during a burst (rows changing at {w.burst_rows} moments within "
@@ -437,7 +460,7 @@ def _with(
 ) -> Damping:
     waiting = damping.waiting
     if entry.deferred_since is not None:
-        waiting = waiting.set(key, write_due(entry, w))
+        waiting = waiting.set(key, write_due(entry, w, calm_at(damping, w)))
     elif key in waiting:
         waiting = waiting.delete(key)
     return evolve(

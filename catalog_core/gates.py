@@ -56,6 +56,13 @@ class Gate(StrEnum):
     # at the next moment, and a pair waits half the window: rows went out before the burst behind them
     # was seen (P4).
     MOMENTS_OF_MANY_ROWS = "moments-of-many-rows"
+    # While a burst lasts, and for a settle window after it was last seen, a deferred LiteLLM write waits
+    # (up to the cap), though its row has been still for the settle window: a model flapping with the rest
+    # is still now and then for longer than the window when the API server is slow, and was written out
+    # and back (damping.write_due); and a pair's hold ends at the cap too (a burst window longer than the
+    # cap held it past). Without it a row is written once still for the settle window, and a pair waits
+    # the whole burst window.
+    CALM_AFTER_BURSTS = "calm-after-bursts"
 
 
 ALL_GATES: Final = frozenset(Gate)
