@@ -10,13 +10,13 @@ deferred write waits for the burst to calm (none seen for a settle window) or th
 flaps and returns within the burst is never written, one that ends changed once. So that
 the first rows of a burst are not written before it is seen, a still row's change is *probed* first:
 held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule sees a burst within
-that time, the row waits to settle with the rest. If only one other row changed within it (a pair: two
-isolated changes can coincide, e.g. delivered back to back after the loop was busy), the row is held
-once more, both rows until the burst window has passed since the first of them: a third change by then
-is a burst, else both go out. Changes delivered back to back (within a quarter of the probe, or after the
-loop was busy folding, within as long as it was busy) are one moment for the burst rule, and held like
-such a pair, as are many rows changing in one tick (a relist, the first sync, or what queued while the
-loop was busy). An isolated change goes out once the probe has passed.
+that time, the row waits to settle with the rest. If only one other row changed within two probes of
+it (a pair: two isolated changes can coincide, e.g. delivered back to back after the loop was busy), the
+row is held once more, both rows until the burst window has passed since the first of them: a third
+change by then is a burst, else both go out. Changes delivered back to back (within a quarter of the
+probe, or after the loop was busy folding, within as long as it was busy) are one moment for the burst
+rule, and held like such a pair, as are many rows changing in one tick (a relist, the first sync, or
+what queued while the loop was busy). An isolated change goes out once the probe has passed.
 Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
 catalog that has been stable for its own settle window, at most once per window each.
@@ -52,8 +52,8 @@ class KeyChurn:
     # Its first change since it was still is held for the burst probe: written when the probe passes
     # with no other row changing, else it waits to settle as part of the burst.
     probing: bool = False
-    # Another row changed within a probe of it: held once more (``_pair_hold``), so a third change can
-    # tell a burst from two coincident isolated changes (None: the probe runs from ``changed_at``).
+    # Another row changed near it (``Windows.pair_reach``): held once more (``_pair_hold``), so a third
+    # change can tell a burst from two coincident isolated changes (None: the probe runs from ``changed_at``).
     probe_until: float | None = None
 
 
@@ -103,6 +103,9 @@ class Windows:
     hold_moments: bool = False
     # A deferred write waits for the burst to calm too (``Gate.CALM_AFTER_BURSTS``, ``write_due``).
     calm_bursts: bool = False
+    # How near another row's change makes a pair (``_pair_hold``): two probes (``Gate.WIDER_PAIRS``), else
+    # one.
+    pair_reach: float = 0.0
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
@@ -117,6 +120,7 @@ class Windows:
             burst_moment=probe / 4,
             hold_moments=Gate.MOMENTS_OF_MANY_ROWS in config.gates,
             calm_bursts=Gate.CALM_AFTER_BURSTS in config.gates,
+            pair_reach=probe * 2 if Gate.WIDER_PAIRS in config.gates else probe,
         )
 
 
@@ -231,7 +235,9 @@ def _behind_the_same_stall(damping: Damping, latest: float, now: float) -> bool:
 
 def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> float | None:
     """Until when a row whose probe has just passed with no burst seen is held once more, because
-    another row changed within a probe of it (None: none did, or the row was already held once).
+    another row changed within ``pair_reach`` of it (None: none did, or the row was already held once).
+    A moment is known by its first row, so the reach is two probes: a row 11 ms after a moment that had
+    a second row at 2.3 ms was alone within one probe and went out, then flapped back (P4's start).
 
     Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
     loop delivers two back to back), and writing both costs nothing extra. Only a third tells, so both
@@ -243,7 +249,7 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
     if entry.probe_until is not None:
         return None
     changed = entry.changed_at
-    near = [a for a in damping.arrivals if a != changed and abs(a - changed) <= w.burst_probe]
+    near = [a for a in damping.arrivals if a != changed and abs(a - changed) <= w.pair_reach]
     if damping.arrivals.count(changed) > 1:
         near.append(changed)  # its moment's first row, and another row joined the moment (``_arrived``)
     if not near:
@@ -353,8 +359,8 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows, calm: float | None 
     due = write_due(entry, w, calm)
     if entry.probing and entry.probe_until is not None:
         why = (
-            "it changed after being still, and so did another row within its probe; held "
-            f"{pair_hold(w) * 1000:g} ms at least, as a third change by then would make it a burst"
+            f"it changed after being still, and so did another row within {w.pair_reach * 1000:g} ms of "
+            f"it; held {pair_hold(w) * 1000:g} ms at least, as a third change by then would make it a burst"
         )
     elif entry.probing:
         why = (

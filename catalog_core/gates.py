@@ -63,6 +63,10 @@ class Gate(StrEnum):
     # cap held it past). Without it a row is written once still for the settle window, and a pair waits
     # the whole burst window.
     CALM_AFTER_BURSTS = "calm-after-bursts"
+    # A row is held like a pair when another row changed within two probes of it: a moment is known by its
+    # first row, and a row changing 11 ms after it, 9 ms after the moment's last row, went out alone at
+    # P4's start (damping._pair_hold). Without it, within one probe.
+    WIDER_PAIRS = "wider-pairs"
 
 
 ALL_GATES: Final = frozenset(Gate)

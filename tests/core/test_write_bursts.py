@@ -255,7 +255,7 @@ def test_two_rows_changing_within_the_probe_both_go_out_a_burst_window_later():
     assert churn.pair_hold(w) == w.burst_window
     assert entry.probing and entry.probe_until == t + w.burst_window
     assert churn.deferral_reason(entry, c.state.now, w) == (
-        "write deferred: it changed after being still, and so did another row within its probe; held "
+        "write deferred: it changed after being still, and so did another row within 20 ms of it; held "
         "100 ms at least, as a third change by then would make it a burst (due in 90 ms)"
     )
     d.until(t + w.burst_window - 0.001)
@@ -506,3 +506,29 @@ def test_a_write_waiting_for_a_burst_to_calm_says_so():
         "been seen for 2 s (due in 500 ms)"
     )
     assert "none has been seen" not in churn.deferral_reason(entry, 11.5, w, calm=11.0)
+
+
+def _p4_start(config: CatalogConfig) -> tuple[Driver, dict[str, str]]:
+    """P4's start as a run recorded it: two rows 2.3 ms apart (one moment, known by its first row), a third
+    (m3) 11.1 ms after the first, then a change every ~10 ms; m3 flaps back 60 ms in."""
+    names = ["m0", "m1", "m3", "m4", "m5", "m6"]
+    c, d = _started_with(config, names)
+    rid = {n: _rid(c, n) for n in names}
+    t = c.state.now + 1.0
+    for name, at in (("m0", 0.0), ("m1", 0.0023), ("m3", 0.0111), ("m4", 0.0256), ("m5", 0.0441)):
+        d.send(t + at, _ready(c, name, False))
+    d.send(t + 0.060, _ready(c, "m3", True))
+    d.send(t + 0.070, _ready(c, "m6", False))
+    d.until(t + 30.0)
+    return d, rid
+
+
+def test_a_row_changing_just_after_a_moment_of_two_rows_waits_for_the_burst():
+    d, rid = _p4_start(CatalogConfig())
+    assert _writes_of(d, rid["m3"]) == 0
+
+
+def test_without_wider_pairs_a_row_just_past_a_probe_of_a_moment_goes_out_alone():
+    # How a log recorded before Gate.WIDER_PAIRS planned, and replays.
+    d, rid = _p4_start(attrs.evolve(CatalogConfig(), gates=ALL_GATES - {Gate.WIDER_PAIRS}))
+    assert _writes_of(d, rid["m3"]) == 2
