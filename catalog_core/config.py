@@ -64,7 +64,7 @@ class CatalogConfig:
     rollout_settle_seconds: float = 5.0
     # ...and during a burst (rows changing at this many distinct moments within the window: many
     # models flapping at once) a row that was still waits to settle too (0: no burst rule).
-    litellm_burst_rows: int = 3
+    litellm_burst_rows: int = 4
     litellm_burst_window_seconds: float = 0.1
     # A still row's change is held this long first; another row changing meanwhile is a burst too, so
     # the burst's first rows wait with the rest (0: written at once; P1 allows 20 ms at the median).

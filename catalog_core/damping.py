@@ -12,12 +12,12 @@ the first rows of a burst are not written before it is seen, a still row's chang
 held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule sees a burst within
 that time, the row waits to settle with the rest. If only one other row changed within two probes of
 it (a pair: two isolated changes can coincide, e.g. delivered back to back after the loop was busy), the
-row is held once more, both rows until the burst window has passed since the first of them: a third
-change by then is a burst, else both go out. Changes delivered back to back (within a quarter of the
-probe, or after the loop was busy folding, within as long as it was busy) are one moment for the burst
-rule, and held like such a pair, as are many rows changing in one tick (a relist, the first sync, or
-what queued while the loop was busy). An isolated change goes out once the probe has passed.
-Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
+row is held once more, both rows until the burst window has passed since the first of them: changes
+at ``burst_rows`` moments by then are a burst, else both go out. Changes delivered back to back (within
+a quarter of the probe, or after the loop was busy folding, within as long as it was busy) are one
+moment for the burst rule, and held like such a pair, as are many rows changing in one tick (a relist,
+the first sync, or what queued while the loop was busy). An isolated change goes out once the probe
+has passed. Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
 write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
 catalog that has been stable for its own settle window, at most once per window each.
 
@@ -52,8 +52,8 @@ class KeyChurn:
     # Its first change since it was still is held for the burst probe: written when the probe passes
     # with no other row changing, else it waits to settle as part of the burst.
     probing: bool = False
-    # Another row changed near it (``Windows.pair_reach``): held once more (``_pair_hold``), so a third
-    # change can tell a burst from two coincident isolated changes (None: the probe runs from ``changed_at``).
+    # Another row changed near it (``Windows.pair_reach``): held once more (``_pair_hold``), so more
+    # changes can tell a burst from two coincident isolated ones (None: the probe runs from ``changed_at``).
     probe_until: float | None = None
 
 
@@ -240,7 +240,7 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
     a second row at 2.3 ms was alone within one probe and went out, then flapped back (P4's start).
 
     Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
-    loop delivers two back to back), and writing both costs nothing extra. Only a third tells, so both
+    loop delivers two back to back), and writing both costs nothing extra. Only more tell, so both
     rows of the pair wait until the burst window has passed since the first of them (``pair_hold``: a
     P4 start had three rows within 10 ms and the next 65 ms later) and until the other's probe has
     passed. Rows of one moment (delivered within ``burst_moment``, or folded in one tick) are such a pair
@@ -261,8 +261,8 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
 
 
 def pair_hold(w: Windows) -> float:
-    """How long after the first of them the rows of a pair wait: the burst window, by which a third
-    moment would have made a burst (half of it in runs before ``Gate.MOMENTS_OF_MANY_ROWS``)."""
+    """How long after the first of them the rows of a pair wait: the burst window, by which enough
+    moments would have made a burst (half of it in runs before ``Gate.MOMENTS_OF_MANY_ROWS``)."""
     return w.burst_window if w.hold_moments else w.burst_window / 2
 
 
@@ -360,7 +360,8 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows, calm: float | None 
     if entry.probing and entry.probe_until is not None:
         why = (
             f"it changed after being still, and so did another row within {w.pair_reach * 1000:g} ms of "
-            f"it; held {pair_hold(w) * 1000:g} ms at least, as a third change by then would make it a burst"
+            f"it; held {pair_hold(w) * 1000:g} ms at least, as changes at {w.burst_rows} moments by then "
+            "would make it a burst"
         )
     elif entry.probing:
         why = (

@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,7 +124,7 @@ def _behind_a_stall(busy: float) -> tuple[Any, Driver, dict[str, float], dict[st
     and the one after (c) 34 ms later: three moments within the burst window. ``busy``: what the tick
     after the observation says of the fold. Returns when each change arrived and its write went."""
     names = ["before", "a", "b", "c", "d"]
-    c, d = _started(names)
+    c, d = _started(names, CATALOG_LITELLM_BURST_ROWS="3")
     rid = {n: _rid(c, n) for n in names}
     w = Windows.of(c.config)
     t = c.state.now + 1.0
@@ -256,7 +257,7 @@ def test_two_rows_changing_within_the_probe_both_go_out_a_burst_window_later():
     assert entry.probing and entry.probe_until == t + w.burst_window
     assert churn.deferral_reason(entry, c.state.now, w) == (
         "write deferred: it changed after being still, and so did another row within 20 ms of it; held "
-        "100 ms at least, as a third change by then would make it a burst (due in 90 ms)"
+        "100 ms at least, as changes at 4 moments by then would make it a burst (due in 90 ms)"
     )
     d.until(t + w.burst_window - 0.001)
     assert _writes(d.commands) == []
@@ -268,7 +269,7 @@ def test_two_rows_changing_within_the_probe_both_go_out_a_burst_window_later():
 
 def _a_pair() -> tuple[Any, Driver, float, float]:
     """Rows a, b and c, still; a changes at t and b 5 ms later (a pair). Returns c, d, t, settle."""
-    c, d = _started(["a", "b", "c"])
+    c, d = _started(["a", "b", "c"], CATALOG_LITELLM_BURST_ROWS="3")
     t = c.state.now + 1.0
     d.send(t, _ready(c, "a", False))
     d.send(t + 0.005, _ready(c, "b", False))
@@ -320,7 +321,7 @@ def test_a_pair_is_held_once_however_many_pairs_follow():
 def test_a_row_held_back_by_a_burst_says_why_and_goes_once_still():
     # Without the probe, the burst rule alone: rows changing at 3 moments within 0.1 s.
     names = ["a", "b", "c", "d"]
-    c, d = _started(names, CATALOG_LITELLM_BURST_PROBE_SECONDS="0")
+    c, d = _started(names, CATALOG_LITELLM_BURST_PROBE_SECONDS="0", CATALOG_LITELLM_BURST_ROWS="3")
     t = c.state.now + 1.0
     for k, name in enumerate(names):
         d.send(t + 0.01 * k, _ready(c, name, False))
@@ -368,7 +369,7 @@ def test_burst_settings_are_read_checked_and_recorded():
     assert (cfg.litellm_burst_rows, cfg.litellm_burst_window_seconds) == (5, 0.25)
     assert CatalogConfig.from_env(cfg.as_env()) == cfg
     defaults = CatalogConfig()
-    assert (defaults.litellm_burst_rows, defaults.litellm_burst_window_seconds) == (3, 0.1)
+    assert (defaults.litellm_burst_rows, defaults.litellm_burst_window_seconds) == (4, 0.1)
     assert defaults.litellm_burst_probe_seconds == 0.01
     probe = CatalogConfig.from_env({"CATALOG_LITELLM_BURST_PROBE_SECONDS": "0.02"})
     assert isinstance(probe, CatalogConfig) and probe.litellm_burst_probe_seconds == 0.02
@@ -412,7 +413,7 @@ def test_any_bursts_end_where_render_does_with_few_writes(case):
 
 def test_a_burst_holds_for_a_settle_window_after_it_was_last_seen():
     names = [f"m{i}" for i in range(8)]
-    c, d = _started(names)
+    c, d = _started(names, CATALOG_LITELLM_BURST_ROWS="3")
     settle = Windows.of(c.config).settle
     t = c.state.now + 1.0
     for k, name in enumerate(names[:3]):  # three moments within 10 ms: a burst from the first
@@ -502,7 +503,7 @@ def test_a_write_waiting_for_a_burst_to_calm_says_so():
     w = Windows.of(CatalogConfig())
     entry = churn.KeyChurn("x", 10.0, deferred_since=10.0, unsettled_since=10.0, burst=True)
     assert churn.deferral_reason(entry, 12.5, w, calm=13.0) == (
-        "write deferred: rows are changing in a burst (at 3 moments within 0.1 s); written once none has "
+        "write deferred: rows are changing in a burst (at 4 moments within 0.1 s); written once none has "
         "been seen for 2 s (due in 500 ms)"
     )
     assert "none has been seen" not in churn.deferral_reason(entry, 11.5, w, calm=11.0)
@@ -532,3 +533,33 @@ def test_without_wider_pairs_a_row_just_past_a_probe_of_a_moment_goes_out_alone(
     # How a log recorded before Gate.WIDER_PAIRS planned, and replays.
     d, rid = _p4_start(attrs.evolve(CatalogConfig(), gates=ALL_GATES - {Gate.WIDER_PAIRS}))
     assert _writes_of(d, rid["m3"]) == 2
+
+
+def test_three_isolated_changes_squeezed_into_the_burst_window_are_not_a_burst():
+    # P1 at 10,000 models on this host: changes made 100 ms apart, and a stall (a 10,000-row LiteLLM
+    # re-read, a loaded host) delivers three of them within 100 ms, 22 ms and 60 ms apart. Read as a burst
+    # (CATALOG_LITELLM_BURST_ROWS=3), every change for a settle window waited 2 s (P1's p99 2,005 ms); a
+    # burst takes four moments, which a stall squeezes into the window only if it lasts twice as long.
+    def run(**env: str) -> tuple[Cluster, list[float]]:
+        names = ["a", "b", "c", "d"]
+        c, d = _started(names, **env)
+        rid = {n: _rid(c, n) for n in names}
+        t = c.state.now + 1.0
+        at = {"a": t, "b": t + 0.022, "c": t + 0.082, "d": t + 0.182}
+        for name, when in at.items():
+            d.send(when, _ready(c, name, False))
+        d.until(t + 5.0)
+        emitted = list(zip(d.commands, d.at, strict=True))
+        return c, [
+            next(x for cmd, x in emitted if getattr(cmd, "model_id", None) == rid[n]) - at[n] for n in names
+        ]
+
+    c, waits = run(CATALOG_LITELLM_BURST_ROWS="3")
+    assert c.state.damping.burst_deferred_total > 0 and max(waits) >= 1.0, (
+        "no longer reproduces the false burst"
+    )
+    c, waits = run()
+    assert c.state.damping.burst_deferred_total == 0
+    w = Windows.of(c.config)
+    assert max(waits) <= churn.pair_hold(w) + w.burst_probe  # a and b a pair, c and d after the probe
+    assert waits[2:] == [pytest.approx(w.burst_probe)] * 2
