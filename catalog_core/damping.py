@@ -103,9 +103,10 @@ class Windows:
     hold_moments: bool = False
     # A deferred write waits for the burst to calm too (``Gate.CALM_AFTER_BURSTS``, ``write_due``).
     calm_bursts: bool = False
-    # How near another row's change makes a pair (``_pair_hold``): two probes (``Gate.WIDER_PAIRS``), else
-    # one.
+    # How near another row's change makes a pair (``_pair_hold``): two probes (``Gate.PAIRS_BY_PROBES``),
+    # else one; with that gate a pair waits the burst window less the reach (``pair_hold``).
     pair_reach: float = 0.0
+    short_pairs: bool = False
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
@@ -120,7 +121,8 @@ class Windows:
             burst_moment=probe / 4,
             hold_moments=Gate.MOMENTS_OF_MANY_ROWS in config.gates,
             calm_bursts=Gate.CALM_AFTER_BURSTS in config.gates,
-            pair_reach=probe * 2 if Gate.WIDER_PAIRS in config.gates else probe,
+            pair_reach=probe * 2 if Gate.PAIRS_BY_PROBES in config.gates else probe,
+            short_pairs=Gate.PAIRS_BY_PROBES in config.gates,
         )
 
 
@@ -261,8 +263,15 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
 
 
 def pair_hold(w: Windows) -> float:
-    """How long after the first of them the rows of a pair wait: the burst window, by which enough
-    moments would have made a burst (half of it in runs before ``Gate.MOMENTS_OF_MANY_ROWS``)."""
+    """How long after the first of them the rows of a pair wait: the burst window less the pair's reach
+    (``Gate.PAIRS_BY_PROBES``; at least half the window), by which enough moments would have made a burst.
+
+    Less than the whole window, because a pair is mostly isolated changes that a stall delivered back to
+    back (P1 at 10,000 models: the 30 s re-read of LiteLLM folds for ~115 ms), and P1 gives each 100 ms;
+    a burst shows its moments sooner (P4's starts on this host: four within 15-45 ms). The whole window
+    in runs before that gate, half of it in runs before ``Gate.MOMENTS_OF_MANY_ROWS``."""
+    if w.short_pairs:
+        return max(w.burst_window - w.pair_reach, w.burst_window / 2)
     return w.burst_window if w.hold_moments else w.burst_window / 2
 
 

@@ -243,7 +243,7 @@ def test_a_flap_that_returns_within_the_probe_costs_no_write():
     assert c.state.damping.cancelled_total == 1
 
 
-def test_two_rows_changing_within_the_probe_both_go_out_a_burst_window_later():
+def test_two_rows_changing_within_the_probe_both_go_out_a_pair_hold_later():
     # Two isolated changes can coincide (delivered back to back after the loop was busy): not a burst.
     c, d = _started(["a", "b", "c"])
     w = Windows.of(c.config)
@@ -251,17 +251,18 @@ def test_two_rows_changing_within_the_probe_both_go_out_a_burst_window_later():
     d.send(t, _ready(c, "a", False))
     d.send(t + 0.005, _ready(c, "b", False))  # another moment within a's probe
     d.until(t + w.burst_probe)
-    assert _writes(d.commands) == []  # a is held once more, a burst window after its change
+    assert _writes(d.commands) == []  # a is held once more
     entry = c.state.damping.keys[litellm_key(_rid(c, "a"))]
-    assert churn.pair_hold(w) == w.burst_window
-    assert entry.probing and entry.probe_until == t + w.burst_window
+    hold = churn.pair_hold(w)
+    assert hold == pytest.approx(w.burst_window - 2 * w.burst_probe)  # 80 ms: inside P1's 100 ms
+    assert entry.probing and entry.probe_until == pytest.approx(t + hold)
     assert churn.deferral_reason(entry, c.state.now, w) == (
         "write deferred: it changed after being still, and so did another row within 20 ms of it; held "
-        "100 ms at least, as changes at 4 moments by then would make it a burst (due in 90 ms)"
+        "80 ms at least, as changes at 4 moments by then would make it a burst (due in 70 ms)"
     )
-    d.until(t + w.burst_window - 0.001)
+    d.until(t + hold - 0.001)
     assert _writes(d.commands) == []
-    d.until(t + w.burst_window)
+    d.until(t + hold)
     assert len(_writes(d.commands)) == 2  # b, too, was held until then
     assert c.state.damping.burst_deferred_total == 0
     assert c.state.damping.deferred_total == 0
@@ -529,9 +530,9 @@ def test_a_row_changing_just_after_a_moment_of_two_rows_waits_for_the_burst():
     assert _writes_of(d, rid["m3"]) == 0
 
 
-def test_without_wider_pairs_a_row_just_past_a_probe_of_a_moment_goes_out_alone():
-    # How a log recorded before Gate.WIDER_PAIRS planned, and replays.
-    d, rid = _p4_start(attrs.evolve(CatalogConfig(), gates=ALL_GATES - {Gate.WIDER_PAIRS}))
+def test_without_pairs_by_probes_a_row_just_past_a_probe_of_a_moment_goes_out_alone():
+    # How a log recorded before Gate.PAIRS_BY_PROBES planned, and replays.
+    d, rid = _p4_start(attrs.evolve(CatalogConfig(), gates=ALL_GATES - {Gate.PAIRS_BY_PROBES}))
     assert _writes_of(d, rid["m3"]) == 2
 
 
