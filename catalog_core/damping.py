@@ -1,25 +1,25 @@
 """Write economy under churn: a key that keeps changing is written once it settles.
 
 A LiteLLM row whose desired value changes after it has been still goes out at once (P1). One that
-changes again while it is *damped* (written or changed less than a settle window ago) waits until
-its desired value has been still for the settle window, or until the cap has passed since the write
-was first deferred, so a key that never settles is still written at that rate. During a *burst* (the
-desired values of rows changed at ``burst_rows`` distinct moments within ``burst_window``: many models
-flapping at once, as when a node or an operator restarts) a still row is treated as damped too, and a
-deferred write waits for the burst to calm (none seen for a settle window) or the cap: a model that
-flaps and returns within the burst is never written, one that ends changed once. So that
-the first rows of a burst are not written before it is seen, a still row's change is *probed* first:
-held for ``burst_probe`` (a few ms, well inside P1's budget). If the burst rule sees a burst within
-that time, the row waits to settle with the rest. If only one other row changed within two probes of
-it (a pair: two isolated changes can coincide, e.g. delivered back to back after the loop was busy), the
-row is held once more, both rows until the burst window has passed since the first of them: changes
-at ``burst_rows`` moments by then are a burst, else both go out. Changes delivered back to back (within
-a quarter of the probe, or after the loop was busy folding, within as long as it was busy) are one
-moment for the burst rule, and held like such a pair, as are many rows changing in one tick (a relist,
-the first sync, or what queued while the loop was busy). An isolated change goes out once the probe
-has passed. Two writes of a key are always a settle window apart. A change back to what LiteLLM holds needs no
-write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched, only onto a
-catalog that has been stable for its own settle window, at most once per window each.
+changes again while it is *damped* (written or changed less than a settle window ago) waits until its
+desired value has been still for the settle window, or until the cap has passed since the write was
+first deferred, so a key that never settles is still written at that rate. During a *burst* (the desired
+values of rows changed at ``burst_rows`` distinct moments within ``burst_window``: many models flapping
+at once, as when a node or an operator restarts) a still row is treated as damped too, and a deferred
+write waits for the burst to calm (none seen for a settle window) or the cap: a model that flaps and
+returns within the burst is never written, one that ends changed once. So that the first rows of a burst
+are not written before it is seen, a still row's change is *probed* first: held for ``burst_probe`` (a
+few ms, well inside P1's budget). If the burst rule sees a burst within that time, the row waits to
+settle with the rest. If only one other row changed within two probes of it (a pair: two isolated
+changes can coincide, e.g. delivered back to back after the loop was busy), the row is held once more,
+both rows until the burst window less two probes has passed since the first of them (``pair_hold``):
+changes at ``burst_rows`` moments by then are a burst, else both go out. Changes delivered back to back
+(within a quarter of the probe, or after the loop was busy folding, within as long as it was busy) are
+one moment for the burst rule, and held like such a pair, as are many rows changing in one tick (a
+relist, the first sync, or what queued while the loop was busy). An isolated change goes out once the
+probe has passed. Two writes of a key are always a settle window apart. A change back to what LiteLLM
+holds needs no write: the deferred one is cancelled. Consumers are rolled, and AgentTemplates patched,
+only onto a catalog that has been stable for its own settle window, at most once per window each.
 
 Pure: time is the ``now`` of the tick; every decision is a function of the state and that ``now``.
 """
@@ -242,12 +242,12 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
     a second row at 2.3 ms was alone within one probe and went out, then flapped back (P4's start).
 
     Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
-    loop delivers two back to back), and writing both costs nothing extra. Only more tell, so both
-    rows of the pair wait until the burst window has passed since the first of them (``pair_hold``: a
-    P4 start had three rows within 10 ms and the next 65 ms later) and until the other's probe has
-    passed. Rows of one moment (delivered within ``burst_moment``, or folded in one tick) are such a pair
-    too: the moment counts once towards a burst, but a burst behind it must still find its rows
-    unwritten (P4 wrote two rows out and back without this)."""
+    loop delivers two back to back), and writing both costs nothing extra. Only more tell, so both rows
+    of the pair wait until ``pair_hold`` has passed since the first of them (a P4 start had three rows
+    within 10 ms and the next 65 ms later) and until the other's probe has passed. Rows of one moment
+    (delivered within ``burst_moment``, or folded in one tick) are such a pair too: the moment counts
+    once towards a burst, but a burst behind it must still find its rows unwritten (P4 wrote two rows
+    out and back without this)."""
     if entry.probe_until is not None:
         return None
     changed = entry.changed_at
