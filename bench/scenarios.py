@@ -392,8 +392,11 @@ def _py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
 # --- P3, P4, P7, P8: the controller process with the fake on a port --------------------------------
 
 
-def consumers(world: World) -> None:
-    """An AgentTemplate and a consumer Deployment -> ReplicaSet -> Pod, so P3 can count their writes."""
+def consumers(world: World, pod_catalog: str | None = None) -> None:
+    """An AgentTemplate and a consumer Deployment -> ReplicaSet -> Pod, so P3 can count their writes.
+
+    ``pod_catalog``: the catalog hash the pod says it started on (its annotation), so a controller that
+    starts later owes it a rollout whatever catalog an earlier scenario left in the ConfigMap."""
     ns = world.namespace
     template = {
         "apiVersion": "kubeopencode.io/v1alpha1",
@@ -437,6 +440,7 @@ def consumers(world: World) -> None:
             "name": "bench-consumer-1-a",
             "namespace": ns,
             "labels": CONSUMER_LABELS,
+            "annotations": {HASH_ANNOTATION: pod_catalog} if pod_catalog else {},
             "ownerReferences": [
                 {
                     "apiVersion": "apps/v1",
@@ -598,7 +602,11 @@ def import_time(repeats: int = 5) -> dict[str, Any]:
 
 def p3_idle(world: World, server: FakeServer, seconds: float, resync: float) -> dict[str, Any]:
     """Writes while nothing changes (``seconds``), LiteLLM resyncs every ``resync`` s; RSS sampled."""
-    consumers(world)
+    # The pod started on an older catalog: the controller's start rolls the consumer once, which P3 waits
+    # for before it counts. Unstamped, a pod created while P8's catalog was already current (a full run)
+    # started on the current catalog, and a consumer is rolled only when the catalog it started with
+    # differs (docs/behaviour.md §9.2): the wait for a rollout timed out.
+    consumers(world, pod_catalog="bench-p3-an-older-catalog")
     fake = server.fake
     env = world.controller_env(server.url, CATALOG_LITELLM_RESYNC_SECONDS=str(resync))
     with controller(world, "p3", env) as ctl:
