@@ -272,7 +272,12 @@ def settled(world: World, ctl: Controller, fake_rows: Any, rows: int) -> None:
     raise TimeoutError(f"{ctl.name} kept writing for 2 minutes after it converged")
 
 
-def run(world: World, peer: AuditedPeer, server: FakeServer, windows: dict[str, float]) -> dict[str, Any]:
+def run(
+    world: World, peer: AuditedPeer, server: FakeServer, windows: dict[str, float], image_venv: Path
+) -> dict[str, Any]:
+    """``image_venv``: the controllers run from it, as the image runs them (bench.image_venv): the dev
+    venv's tools add ~4 MiB of RSS the image never has."""
+    command = [str(image_venv / "bin" / "model-catalog"), "run"]
     consumers(world)
     trials(world)
     fake = server.fake
@@ -288,7 +293,8 @@ def run(world: World, peer: AuditedPeer, server: FakeServer, windows: dict[str, 
     base = world.controller_env(server.url, CATALOG_LITELLM_RESYNC_SECONDS="30")
 
     # the comparison: one replica, no Lease (as the previous controller ran)
-    with controller(world, "idle-single", {**base, "CATALOG_LEADER_ELECTION": "false"}) as single:
+    single_env = {**base, "CATALOG_LEADER_ELECTION": "false"}
+    with controller(world, "idle-single", single_env, command) as single:
         single.wait_ready(120)
         settled(world, single, lambda: len(fake.ids()), rows)
         out = measure(peer, world.kube, [single], windows["single"])
@@ -298,11 +304,11 @@ def run(world: World, peer: AuditedPeer, server: FakeServer, windows: dict[str, 
 
     # as deploy/ runs it: the Lease, then a standby beside the leader
     env = {**base, "CATALOG_LEASE_NAME": "idle-bench"}
-    with controller(world, "idle-leader", {**env, "POD_NAME": "idle-leader"}) as leader:
+    with controller(world, "idle-leader", {**env, "POD_NAME": "idle-leader"}, command) as leader:
         leader.wait_ready(120)
         settled(world, leader, lambda: len(fake.ids()), rows)
         result["configs"]["leader"] = measure(peer, world.kube, [leader], windows["leader"])
-        with controller(world, "idle-standby", {**env, "POD_NAME": "idle-standby"}) as standby:
+        with controller(world, "idle-standby", {**env, "POD_NAME": "idle-standby"}, command) as standby:
             standby.wait_ready(120)
             time.sleep(5.0)  # past its start-up reads (the Secrets it is told to watch come after ready)
             out = measure(peer, world.kube, [leader, standby], windows["leader"])
@@ -326,8 +332,9 @@ def long_run(window: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def bench(models: int, windows: dict[str, float], work: Path) -> dict[str, Any]:
-    """Start the audited peer, build the world, measure every configuration; stop the peer."""
+def bench(models: int, windows: dict[str, float], work: Path, image_venv: Path) -> dict[str, Any]:
+    """Start the audited peer, build the world, measure every configuration (the controllers run from
+    ``image_venv``); stop the peer."""
     peer = AuditedPeer()
     kube = Kube(peer.kubeconfig)
     try:
@@ -336,7 +343,7 @@ def bench(models: int, windows: dict[str, float], work: Path) -> dict[str, Any]:
         kube.prepare(world.namespace, world.appliance_namespace)
         world.grow(models)
         with FakeServer() as server:
-            return run(world, peer, server, windows)
+            return run(world, peer, server, windows, image_venv)
     finally:
         kube.close()
         peer.stop()

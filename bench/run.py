@@ -216,6 +216,7 @@ class Bench:
         self.work = Path(tempfile.mkdtemp(prefix="model-catalog-bench-"))
         self.profiles = self.work / "profiles"
         self.profiles.mkdir()
+        self._image_venv: Path | None = None
 
     def want(self, *ids: str) -> bool:
         return bool(self.only & set(ids))
@@ -265,7 +266,7 @@ class Bench:
                 if quick
                 else {"single": idle.FULL_WINDOW_S, "leader": 120.0}
             )
-            self.guarded("IDLE", idle.bench, 100, windows, self.work)
+            self.guarded("IDLE", idle.bench, 100, windows, self.work, self.image_venv())
         if self.want("SOAK"):
             log(f"SOAK: {self.args.soak_minutes:g} min of churn on the real peers")
             self.guarded("SOAK", soak.bench, self.args.soak_minutes, log)
@@ -276,14 +277,19 @@ class Bench:
         shutil.rmtree(self.work, ignore_errors=True)
         return 0
 
+    def image_venv(self) -> Path:
+        """A venv built as the image's (bench.image_venv), once per run: P7 and IDLE measure the RSS of the
+        controller run from it, as the image runs it."""
+        if self._image_venv is None:
+            log("building a venv as the image's (P7 and IDLE run the controller from it)")
+            self._image_venv = build_image_venv(self.work / "image", optimize=(2,))
+        return self._image_venv
+
     def cluster(self) -> None:
         quick = self.quick
         log("compiling bytecode for the image's optimisation level")
         self.results["compile_for_image_s"] = scenarios.compile_for_image()
-        image_venv = None
-        if self.want("P7"):
-            log("building a venv as the image's (P7 runs the controller from it)")
-            image_venv = build_image_venv(self.work / "image", optimize=(2,))
+        image_venv = self.image_venv() if self.want("P7") else None
         log("starting the kube-apiserver peer")
         peer, kube_starter = start_kube()
         litellm_starter = start_litellm() if self.want("P2", "P4") else None
