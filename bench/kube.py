@@ -124,7 +124,17 @@ class Kube:
         began = time.monotonic()
 
         def create(i: int) -> None:
-            answer = self.http.post(MODELS.format(ns=namespace), json=model_doc(i, namespace))
+            # A fresh peer refused one of 100 simultaneous TLS handshakes once (an "unexpected message"
+            # alert, 8 s after it started): a connection that never carried the request is tried again,
+            # and a create already done answers 409.
+            for attempt in range(3):
+                try:
+                    answer = self.http.post(MODELS.format(ns=namespace), json=model_doc(i, namespace))
+                    break
+                except httpx.ConnectError:
+                    if attempt == 2:
+                        raise
+                    time.sleep(0.5 * (attempt + 1))
             if answer.status_code not in (201, 409):
                 answer.raise_for_status()
             self.set_ready(namespace, model_name(i), ready)
