@@ -24,6 +24,10 @@ from contracts import eventlog as wire
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "LogFile", "LogLine", "LogReadError"]
 
+# Each record is one readline: with the default 8 KiB buffer a million of them took 0.61 s, with 1 MiB
+# 0.28 s (bench P6 reads a million lines per verify).
+_READ_BUFFER_BYTES = 1 << 20
+
 
 class LogReadError(Exception):
     """An unreadable log, or a log this version refuses to read (``path:line: reason``)."""
@@ -135,7 +139,7 @@ class LogFile:
         loads, check, migrations = orjson.loads, wire.check_envelope, self.migrations
         keys_of, limit = wire.ENVELOPE_KEYS, self.max_line_bytes
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb", buffering=_READ_BUFFER_BYTES) as f:
                 f.seek(offset)
                 readline = f.readline
                 while line := readline(limit + 1):
@@ -164,7 +168,7 @@ class LogFile:
         a line on the way longer than the bound). Reads from ``offset`` on, parsing only snapshot lines."""
         marker = b'"snapshot"'
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb", buffering=_READ_BUFFER_BYTES) as f:
                 f.seek(offset)
                 if offset > 0:
                     offset += len(f.readline(self.max_line_bytes + 1))  # the rest of the line it falls in
@@ -201,7 +205,7 @@ class LogFile:
         marker = b'"snapshot"'
         offset, number = 0, 1
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb", buffering=_READ_BUFFER_BYTES) as f:
                 for line in self._lines(f, number):
                     if marker in line[:128]:
                         raw = self._load(line, number)
