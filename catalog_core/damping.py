@@ -12,7 +12,7 @@ are not written before it is seen, a still row's change is *probed* first: held 
 few ms, well inside P1's budget). If the burst rule sees a burst within that time, the row waits to
 settle with the rest. If only one other row changed within two probes of it (a pair: two isolated
 changes can coincide, e.g. delivered back to back after the loop was busy), the row is held once more,
-both rows until the burst window less two probes has passed since the first of them (``pair_hold``):
+both rows until the burst window less two probes has passed since the first of them (``pair_hold_of``):
 changes at ``burst_rows`` moments by then are a burst, else both go out. Changes delivered back to back
 (within a quarter of the probe, or after the loop was busy folding, within as long as it was busy) are
 one moment for the burst rule, and held like such a pair, as are many rows changing in one tick (a
@@ -103,14 +103,16 @@ class Windows:
     hold_moments: bool = False
     # A deferred write waits for the burst to calm too (``Gate.CALM_AFTER_BURSTS``, ``write_due``).
     calm_bursts: bool = False
-    # How near another row's change makes a pair (``_pair_hold``): two probes (``Gate.PAIRS_BY_PROBES``),
-    # else one; with that gate a pair waits the burst window less the reach (``pair_hold``).
+    # How near another row's change makes a pair (``_pair_hold``), and how long after the first of them
+    # the rows of a pair wait (``pair_hold_of``): both set by the gates in ``of``.
     pair_reach: float = 0.0
-    short_pairs: bool = False
+    pair_hold: float = 0.0
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
         probe = config.litellm_burst_probe_seconds if config.litellm_burst_rows >= 2 else 0.0
+        by_probes = Gate.PAIRS_BY_PROBES in config.gates
+        reach = probe * 2 if by_probes else probe
         return cls(
             config.litellm_settle_seconds,
             config.litellm_settle_cap_seconds,
@@ -121,8 +123,13 @@ class Windows:
             burst_moment=probe / 4,
             hold_moments=Gate.MOMENTS_OF_MANY_ROWS in config.gates,
             calm_bursts=Gate.CALM_AFTER_BURSTS in config.gates,
-            pair_reach=probe * 2 if Gate.PAIRS_BY_PROBES in config.gates else probe,
-            short_pairs=Gate.PAIRS_BY_PROBES in config.gates,
+            pair_reach=reach,
+            pair_hold=pair_hold_of(
+                config.litellm_burst_window_seconds,
+                reach,
+                by_probes=by_probes,
+                hold_moments=Gate.MOMENTS_OF_MANY_ROWS in config.gates,
+            ),
         )
 
 
@@ -243,7 +250,7 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
 
     Two changes a few ms apart are not yet a burst: isolated changes coincide (the API server or a busy
     loop delivers two back to back), and writing both costs nothing extra. Only more tell, so both rows
-    of the pair wait until ``pair_hold`` has passed since the first of them (a P4 start had three rows
+    of the pair wait until ``w.pair_hold`` has passed since the first of them (a P4 start had three rows
     within 10 ms and the next 65 ms later) and until the other's probe has passed. Rows of one moment
     (delivered within ``burst_moment``, or folded in one tick) are such a pair too: the moment counts
     once towards a burst, but a burst behind it must still find its rows unwritten (P4 wrote two rows
@@ -256,13 +263,13 @@ def _pair_hold(damping: Damping, entry: KeyChurn, now: float, w: Windows) -> flo
         near.append(changed)  # its moment's first row, and another row joined the moment (``_arrived``)
     if not near:
         return None
-    until = max(min(*near, changed) + pair_hold(w), max(near) + w.burst_probe)
+    until = max(min(*near, changed) + w.pair_hold, max(near) + w.burst_probe)
     if w.calm_bursts:
         until = min(until, changed + w.cap)  # no wait outlasts the cap (a burst window longer than it)
     return until if until > now else None
 
 
-def pair_hold(w: Windows) -> float:
+def pair_hold_of(window: float, reach: float, *, by_probes: bool, hold_moments: bool) -> float:
     """How long after the first of them the rows of a pair wait: the burst window less the pair's reach
     (``Gate.PAIRS_BY_PROBES``; at least half the window), by which enough moments would have made a burst.
 
@@ -270,9 +277,9 @@ def pair_hold(w: Windows) -> float:
     back (P1 at 10,000 models: the 30 s re-read of LiteLLM folds for ~115 ms), and P1 gives each 100 ms;
     a burst shows its moments sooner (P4's starts on this host: four within 15-45 ms). The whole window
     in runs before that gate, half of it in runs before ``Gate.MOMENTS_OF_MANY_ROWS``."""
-    if w.short_pairs:
-        return max(w.burst_window - w.pair_reach, w.burst_window / 2)
-    return w.burst_window if w.hold_moments else w.burst_window / 2
+    if by_probes:
+        return max(window - reach, window / 2)
+    return window if hold_moments else window / 2
 
 
 def in_burst(damping: Damping, now: float) -> bool:
@@ -369,7 +376,7 @@ def deferral_reason(entry: KeyChurn, now: float, w: Windows, calm: float | None 
     if entry.probing and entry.probe_until is not None:
         why = (
             f"it changed after being still, and so did another row within {w.pair_reach * 1000:g} ms of "
-            f"it; held {pair_hold(w) * 1000:g} ms at least, as changes at {w.burst_rows} moments by then "
+            f"it; held {w.pair_hold * 1000:g} ms at least, as changes at {w.burst_rows} moments by then "
             "would make it a burst"
         )
     elif entry.probing:

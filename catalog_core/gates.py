@@ -66,7 +66,7 @@ class Gate(StrEnum):
     # A row is held like a pair when another row changed within two probes of it: a moment is known by its
     # first row, and a row changing 11 ms after it, 9 ms after the moment's last row, went out alone at
     # P4's start (damping._pair_hold). A pair waits the burst window less those two probes, so the pairs a
-    # stall makes of isolated changes go out within P1's 100 ms (damping.pair_hold). Without it, within one
+    # stall makes of isolated changes go out within P1's 100 ms (damping.pair_hold_of). Without it, within one
     # probe, and a pair waits the whole window.
     PAIRS_BY_PROBES = "pairs-by-probes"
 

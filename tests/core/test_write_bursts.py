@@ -156,7 +156,7 @@ def test_changes_that_waited_behind_a_busy_fold_are_one_moment_not_a_burst():
     w = Windows.of(c.config)
     for name, when in at.items():
         held = sent[name] - when
-        assert held <= churn.pair_hold(w) + w.burst_probe, f"{name} held {held:.3f} s"
+        assert held <= w.pair_hold + w.burst_probe, f"{name} held {held:.3f} s"
 
 
 def test_a_busy_fold_of_up_to_half_the_burst_window_changes_nothing():
@@ -196,9 +196,9 @@ def test_many_changes_found_in_one_tick_go_out_a_burst_window_later():
     d.send(t, [e for n in names for e in _ready(c, n, False)])
     d.until(t + w.burst_probe)
     assert _writes(d.commands) == []
-    d.until(t + churn.pair_hold(w) - 0.001)
+    d.until(t + w.pair_hold - 0.001)
     assert _writes(d.commands) == []
-    d.until(t + churn.pair_hold(w))
+    d.until(t + w.pair_hold)
     assert len(_writes(d.commands)) == len(names)
     assert c.state.damping.deferred_total == 0
     assert c.state.damping.burst_deferred_total == 0
@@ -253,7 +253,7 @@ def test_two_rows_changing_within_the_probe_both_go_out_a_pair_hold_later():
     d.until(t + w.burst_probe)
     assert _writes(d.commands) == []  # a is held once more
     entry = c.state.damping.keys[litellm_key(_rid(c, "a"))]
-    hold = churn.pair_hold(w)
+    hold = w.pair_hold
     assert hold == pytest.approx(w.burst_window - 2 * w.burst_probe)  # 80 ms: inside P1's 100 ms
     assert entry.probing and entry.probe_until == pytest.approx(t + hold)
     assert churn.deferral_reason(entry, c.state.now, w) == (
@@ -562,5 +562,5 @@ def test_three_isolated_changes_squeezed_into_the_burst_window_are_not_a_burst()
     c, waits = run()
     assert c.state.damping.burst_deferred_total == 0
     w = Windows.of(c.config)
-    assert max(waits) <= churn.pair_hold(w) + w.burst_probe  # a and b a pair, c and d after the probe
+    assert max(waits) <= w.pair_hold + w.burst_probe  # a and b a pair, c and d after the probe
     assert waits[2:] == [pytest.approx(w.burst_probe)] * 2
