@@ -10,9 +10,11 @@ checks that every quote is still the contract's text when the contract is at han
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-CONTRACT = Path(__file__).resolve().parents[3] / "shared" / "contracts.md"
+from tests.fixtures.shared import shared_dir
+
+# Where the peers are found too: a clone outside /work (the stop hook's scratch clone) skipped this before.
+CONTRACT = shared_dir() / "contracts.md"
 
 QUOTES: dict[str, str] = {
     "A.1": """- Context window: annotation `ai-appliance.io/context-window` first, else the
