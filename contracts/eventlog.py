@@ -585,16 +585,24 @@ def _fast_event_decoder(cls: type) -> Callable[[dict[str, Any]], Any]:
         keywords.append((f.alias, v, required))
     lines.append("    if len(value) != count:  # a key that is no field")
     lines.append("        return None")
-    fixed = ", ".join(f"{alias}={v}" for alias, v, required in keywords if required)
-    optional = [(alias, v) for alias, v, required in keywords if not required]
-    if optional:
-        lines.append("    given = {}")
-        for alias, v in optional:
-            lines.append(f"    if {v} is not _ABSENT:")
-            lines.append(f"        given[{alias!r}] = {v}")
-        lines.append(f"    return cls({fixed}{', ' if fixed else ''}**given)")
-    else:
-        lines.append(f"    return cls({fixed})")
+    # Every field by position, an absent optional one as its default (a keyword call with a dict of the
+    # fields given cost ~0.3 us more); a default made by a factory, or a keyword-only field, by keyword.
+    positional: list[str] = []
+    named: list[str] = []  # once one field goes by keyword, every later one does
+    for i, (f, (alias, v, required)) in enumerate(zip(attrs.fields(cls), keywords, strict=True)):
+        if not required and isinstance(f.default, attrs.Factory):  # type: ignore[arg-type]
+            lines.append(f"    given{i} = {{}} if {v} is _ABSENT else {{{alias!r}: {v}}}")
+            named.append(f"**given{i}")
+            continue
+        if not required:
+            namespace[f"default{i}"] = f.default
+            lines.append(f"    if {v} is _ABSENT:")
+            lines.append(f"        {v} = default{i}")
+        if f.kw_only or named:
+            named.append(f"{alias}={v}")
+        else:
+            positional.append(v)
+    lines.append(f"    return cls({', '.join([*positional, *named])})")
     source = "\n".join(lines) + "\n"
     exec(compile(source, f"<event decoder {cls.__qualname__}>", "exec"), namespace)
     decode: Callable[[dict[str, Any]], Any] = namespace["decode"]
