@@ -37,6 +37,17 @@ def evolve(inst: T, /, **changes: Any) -> T:
     return copier(inst, **changes)  # type: ignore[no-any-return]
 
 
+def evolver(cls: type[T]) -> Callable[..., T]:
+    """What ``evolve`` calls for an instance of exactly ``cls``: ``evolver(cls)(inst, **changes)`` is
+    ``evolve(inst, **changes)`` without the look-up and the second pass of the keyword arguments (~0.3 of
+    ~1.2 us). For the copies the fold makes on nearly every event (a tick's clock, a probe and its
+    answer), bound once where they are made."""
+    copier = _COPIERS.get(cls)
+    if copier is None:
+        copier = _COPIERS[cls] = _copier(cls)
+    return copier
+
+
 def _copier(cls: type) -> Callable[..., Any]:
     fields = attrs.fields(cls)
     if not fields or any(not f.init or f.kw_only for f in fields):

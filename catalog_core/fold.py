@@ -40,7 +40,7 @@ from catalog_core.events import (
     SourceUnavailable,
     Ticked,
 )
-from catalog_core.evolve import evolve
+from catalog_core.evolve import evolve, evolver
 from catalog_core.gates import Gate
 from catalog_core.keys import is_litellm_key, probe_key
 from catalog_core.plan import leadership_changed, mark_key, tick
@@ -48,7 +48,7 @@ from catalog_core.reasons import LiteLLMWait, Reason
 from catalog_core.rules import health as health_rules
 from catalog_core.sources.catalog_configmap import HeldDefaults, ObservedCatalog
 from catalog_core.sources.litellm_row import LiteLLMRow
-from catalog_core.state import CatalogState, Failure, Pending, Retry, mark, mark_all
+from catalog_core.state import CatalogState, Control, Failure, Pending, Retry, mark, mark_all
 
 
 def initial_state(config: CatalogConfig, waits_for: Iterable[SourceKind] | None = None) -> CatalogState:
@@ -110,15 +110,19 @@ def _leadership(state: CatalogState, event: LeadershipChanged) -> CatalogState:
     return leadership_changed(state, event.leading)
 
 
+_evolve_state = evolver(CatalogState)  # the copies of a probe's answer, a few every 15 s per runtime
+_evolve_control = evolver(Control)
+
+
 def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
-    key = probe_key(event.runtime)
     control = state.control
-    if key in control.inflight:
-        control = evolve(control, inflight=control.inflight.delete(key))
+    inflight = control.inflight.delete(probe_key(event.runtime))  # the map itself when not in flight
+    if inflight is not control.inflight:
+        control = _evolve_control(control, inflight=inflight)
     current = state.health.get(event.runtime)
     if current is None or current.url != event.url:
         # an answer about an endpoint we no longer trust or use
-        return state if control is state.control else evolve(state, control=control)
+        return state if control is state.control else _evolve_state(state, control=control)
     interval = float(state.config.runtime_health_seconds)
     updated = health_rules.observe(current, event.healthy, event.detail, state.now, interval)
     pending = state.pending
@@ -127,7 +131,9 @@ def _probed(state: CatalogState, event: RuntimeProbed) -> CatalogState:
         item = registry.health_item(event.runtime).text
         pending = evolve(pending, items=mark(pending.items, item))
     # one copy of the state for the three changes (a probe answer every few seconds per runtime)
-    return evolve(state, control=control, health=state.health.set(event.runtime, updated), pending=pending)
+    return _evolve_state(
+        state, control=control, health=state.health.set(event.runtime, updated), pending=pending
+    )
 
 
 def _completed(state: CatalogState, event: CommandCompleted) -> CatalogState:

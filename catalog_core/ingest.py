@@ -1,11 +1,14 @@
 """Source events -> typed observations. Parsing happens here; only typed values are stored.
 
 An observation that parses to the value already held changes nothing (no mark),
-so resyncs, relists and status-only updates cost no planning.
+so resyncs, relists and status-only updates cost no planning; one that repeats
+the exact object the held value was parsed from (resourceVersion aside) is not
+parsed again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -124,6 +127,38 @@ def _put(state: CatalogState, source: SourceKind, name: str, value: Any) -> Cata
     return state if target is None else failing.recovered(state, target)  # nothing left to write to
 
 
+def _upsert_item(state: CatalogState, spec: SourceSpec, name: str, obj: Mapping[str, Any]) -> CatalogState:
+    """``_put_item`` of ``spec.parse(state, obj)``; the state itself when the value held for ``name`` was
+    parsed from this very object but for its resourceVersion (which no item's parse reads).
+
+    Performance (bench P6, P5): a watch delivers every status write of a Model or a Deployment, and
+    nearly all of them change nothing a route reads; parsing each one (~4 us) was the largest part of a
+    watch event's fold. The object's exact text (marshal, as for LiteLLM rows: 1, 1.0 and True differ)
+    is compared instead (~1.5 us). A parse that gives a value equal to the held one keeps the held object,
+    now known by this text too."""
+    text = _item_text(obj)
+    held = state.observed.stores.get(spec.kind, _NO_ITEMS).get(name)
+    if held is not None and text is not None and _ITEM_TEXT.get(held) == text:
+        return state
+    assert spec.parse is not None  # a route source's spec (upserted)
+    value = spec.parse(state, obj)
+    if held is not None and held == value:
+        value = held
+    if text is not None:
+        _ITEM_TEXT.remember(value, text)
+    return _put_item(state, spec, name, value)
+
+
+def _item_text(obj: Mapping[str, Any]) -> bytes | None:
+    """The text of a watched object without its resourceVersion (None for what is not plain data)."""
+    meta = obj.get("metadata")
+    if type(meta) is dict and "resourceVersion" in meta:
+        meta = dict(meta)
+        del meta["resourceVersion"]
+        obj = {**obj, "metadata": meta}
+    return _text_of(obj)
+
+
 def _put_item(state: CatalogState, spec: SourceSpec, name: str, value: Any) -> CatalogState:
     """``_put`` for an item of a route source: the store, the item's mark and the claims that read it, in
     one copy of the state (bench P5: the watch events of Models are most of a fold's work)."""
@@ -190,7 +225,7 @@ def upserted(state: CatalogState, event: ObjectUpserted) -> CatalogState:
     spec = registry.BY_KIND.get(source)
     if spec is not None and spec.parse is not None:  # an item of a route source: the common event first
         name = raw.name_of(obj)
-        return _put_item(state, spec, name, spec.parse(state, obj)) if name else state
+        return _upsert_item(state, spec, name, obj) if name else state
     if (document := _DOCUMENTS.get(source)) is not None:
         named, observe = document
         return observe(state, obj) if raw.name_of(obj) == named(state.config) else state
@@ -408,13 +443,16 @@ def _read_answered(control: Control) -> Control:
     return evolve(control, inflight=control.inflight.delete(LITELLM_READ_KEY))
 
 
-def _text_of(row: Mapping[str, Any]) -> bytes | None:
-    """The exact text of an observed row, to tell it unchanged: marshal (format 2: no back-references,
-    so equal values give equal bytes) keeps types apart (1, 1.0 and True differ) and is ~3x cheaper than
-    a sorted JSON text (at 10,000 rows, the re-read after a write cost ~100 ms in the fold,
-    long enough to bunch the watch's deliveries). None for what is not plain data (a test's Mapping)."""
+def _text_of(value: Mapping[str, Any]) -> bytes | None:
+    """The exact text of an observed row or object, to tell it unchanged: marshal keeps types apart (1,
+    1.0 and True differ) and is several times cheaper than a sorted JSON text (at 10,000 rows, the re-read
+    after a write cost ~100 ms in the fold, long enough to bunch the watch's deliveries). Equal texts
+    decode to equal values, so they are equal. Format 4 writes ASCII strings as they are (~2.4x faster
+    than format 2 for a dozen rows) and an object met twice as a back-reference: two equal values whose
+    objects are shared differently may then differ in text, which costs only a parse. None for what is
+    not plain data (a test's Mapping)."""
     try:
-        return marshal.dumps(row, 2)  # type: ignore[arg-type]
+        return marshal.dumps(value, 4)  # type: ignore[arg-type]
     except ValueError:
         return None
 
@@ -447,27 +485,29 @@ def _row(
 
 
 class _TextOf:
-    """Which observed text each held row was parsed from, for as long as the row object lives."""
+    """Which observed text each held value (a row, an item) was parsed from, for as long as it lives."""
 
     def __init__(self) -> None:
-        self._texts: dict[int, tuple[weakref.ref[LiteLLMRow], bytes]] = {}
+        self._texts: dict[int, tuple[weakref.ref[Any], bytes]] = {}
 
-    def get(self, row: LiteLLMRow) -> bytes | None:
-        hit = self._texts.get(id(row))
-        return hit[1] if hit is not None and hit[0]() is row else None
+    def get(self, value: Any) -> bytes | None:
+        hit = self._texts.get(id(value))
+        return hit[1] if hit is not None and hit[0]() is value else None
 
-    def remember(self, row: LiteLLMRow, text: bytes) -> None:
-        key, texts = id(row), self._texts
+    def remember(self, value: Any, text: bytes) -> None:
+        key, texts = id(value), self._texts
 
-        def drop(ref: weakref.ref[LiteLLMRow], key: int = key) -> None:
+        def drop(ref: weakref.ref[Any], key: int = key) -> None:
             current = texts.get(key)
             if current is not None and current[0] is ref:
                 del texts[key]
 
-        texts[key] = (weakref.ref(row, drop), text)
+        with contextlib.suppress(TypeError):  # a value no weak reference can follow (None): not kept
+            texts[key] = (weakref.ref(value, drop), text)
 
 
 _ROW_TEXT = _TextOf()
+_ITEM_TEXT = _TextOf()
 
 
 class _LastObservation:

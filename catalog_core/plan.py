@@ -35,7 +35,7 @@ from catalog_core.commands import (
 )
 from catalog_core.config import CatalogConfig
 from catalog_core.events import SourceKind
-from catalog_core.evolve import evolve
+from catalog_core.evolve import evolve, evolver
 from catalog_core.gates import Gate
 from catalog_core.jsonval import Json
 from catalog_core.keys import (
@@ -216,9 +216,12 @@ def _admit(control: Control, inflight: PMap[Command] | None, now: float, key: st
         return False
     if control.settled.get(key) == command.id:
         return False  # already applied; wait until the target is observed again
-    if (failure := control.failures.get(key)) is not None and failure.command_id == command.id:
+    # (an empty map is not searched: nothing fails or waits most of the time, and a probe is admitted
+    # a few times a minute per runtime)
+    failure = control.failures.get(key) if control.failures else None
+    if failure is not None and failure.command_id == command.id:
         return False  # failed for good; a change of input gives a new command
-    retry = control.retries.get(key)
+    retry = control.retries.get(key) if control.retries else None
     return not (retry is not None and retry.command_id == command.id and now < retry.not_before)
 
 
@@ -238,8 +241,12 @@ def wanted_secret_names(state: CatalogState) -> frozenset[str]:
     return wanted - {master} if master in wanted else wanted
 
 
+_evolve_state = evolver(CatalogState)  # a tick's clock and its probes: the copies of most ticks
+_evolve_control = evolver(Control)
+
+
 def tick(state: CatalogState, now: float, *, busy: float = 0.0) -> tuple[CatalogState, list[Command]]:
-    state = evolve(state, now=max(state.now, now))
+    state = _evolve_state(state, now=max(state.now, now))
     if busy > 0:
         windows = churn.Windows.of(state.config)
         state = evolve(state, damping=churn.loop_was_busy(state.damping, state.now, busy, windows))
@@ -318,6 +325,8 @@ def _due_retries(state: CatalogState) -> tuple[CatalogState, list[Command]]:
     """Keys whose backoff has passed are planned again; a Kubernetes Event, which nothing plans anew, is
     sent again as it was."""
     resend: list[Command] = []
+    if not state.control.retries:  # most ticks: nothing backs off
+        return state, resend
     for key, retry in state.control.retries.items():
         if state.now >= retry.not_before:
             if retry.command is not None:
@@ -520,8 +529,8 @@ def _probes(out: _Out) -> None:
                 inflight = inflight.delete(key)
     if health is not state.health:  # most ticks probe nothing: no copy then
         if inflight is not control.inflight:
-            control = evolve(control, inflight=inflight)
-        out.state = evolve(state, health=health, control=control)
+            control = _evolve_control(control, inflight=inflight)
+        out.state = _evolve_state(state, health=health, control=control)
 
 
 @functools.lru_cache(maxsize=1024)

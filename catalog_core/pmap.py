@@ -359,7 +359,7 @@ class PMap(Generic[V]):
         return self._len > 0
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _get(self._root, key, _hash(key), 0) is not _MISSING
+        return isinstance(key, str) and self.get(key, _MISSING) is not _MISSING
 
     def __getitem__(self, key: str) -> V:
         v = _get(self._root, key, _hash(key), 0)
@@ -372,7 +372,22 @@ class PMap(Generic[V]):
     @overload
     def get(self, key: str, default: D) -> V | D: ...
     def get(self, key: str, default: Any = None) -> Any:
-        v = _get(self._root, key, _hash(key), 0)
+        # Performance (bench P6: the fold looks keys up a few times per event): ``_get``'s walk through
+        # the CRC-32 levels, inlined with ``_hash``; a ``_Deep`` subtree takes ``_get``.
+        node = self._root
+        h = crc32(key.encode("utf-8", "surrogatepass"))  # _hash(key)
+        shift = 0
+        while type(node) is _Node:
+            bit = 1 << ((h >> shift) & _MASK)
+            bitmap = node.bitmap
+            if not bitmap & bit:
+                return default
+            child = node.array[(bitmap & (bit - 1)).bit_count()]
+            if type(child) is tuple:
+                return child[1] if child[0] == key else default
+            node = child
+            shift += _BITS
+        v = _get(node, key, h, shift)
         return default if v is _MISSING else v
 
     def set(self, key: str, value: V) -> PMap[V]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from catalog_core.evolve import evolve
+from catalog_core.evolve import evolver
 from catalog_core.state import RuntimeHealth
 
 FAILURES_TO_WITHDRAW = 2
 PROBE_STUCK_SECONDS = 30.0  # a probe result lost in transit must not stop probing forever
+
+_evolve = evolver(RuntimeHealth)  # twice per probe
 
 
 def track(current: RuntimeHealth | None, url: str | None, now: float) -> RuntimeHealth | None:
@@ -25,16 +27,16 @@ def probe_due(health: RuntimeHealth, now: float) -> bool:
 
 
 def started(health: RuntimeHealth, now: float) -> RuntimeHealth:
-    return evolve(health, probing_since=now)
+    return _evolve(health, probing_since=now)
 
 
 def observe(health: RuntimeHealth, healthy: bool, detail: str, now: float, interval: float) -> RuntimeHealth:
     if healthy:
-        return evolve(
+        return _evolve(
             health, healthy=True, failures=0, probing_since=None, next_probe_at=now + interval, detail=""
         )
     failures = health.failures + 1
-    return evolve(
+    return _evolve(
         health,
         healthy=health.healthy and failures < FAILURES_TO_WITHDRAW,
         failures=failures,
