@@ -31,6 +31,7 @@ import attrs
 from catalog_core.config import CatalogConfig
 from catalog_core.evolve import evolve
 from catalog_core.gates import Gate
+from catalog_core.memo import LastCall
 from catalog_core.pmap import PMap, empty
 
 HELD = ""  # the "write" of a key whose target already holds what is wanted
@@ -110,12 +111,7 @@ class Windows:
 
     @classmethod
     def of(cls, config: CatalogConfig) -> Windows:
-        last = _last_windows  # one read: another thread (a blocking host's view) may replace it
-        if last is not None and last[0] is config:
-            return last[1]
-        windows = cls._of(config)
-        _remember_windows(config, windows)
-        return windows
+        return _WINDOWS(config)
 
     @classmethod
     def _of(cls, config: CatalogConfig) -> Windows:
@@ -142,14 +138,9 @@ class Windows:
         )
 
 
-# The windows of the last configuration asked for. Performance (bench P6): the plan reads them a few
-# times per tick, and a run has one configuration (~1.3 us to build them, ~0.1 us to find them here).
-_last_windows: tuple[CatalogConfig, Windows] | None = None
-
-
-def _remember_windows(config: CatalogConfig, windows: Windows) -> None:
-    global _last_windows  # noqa: PLW0603 - a memo of a pure function, replaced whole
-    _last_windows = (config, windows)
+# Performance (bench P6): the plan reads the windows a few times per tick, and a run has one configuration
+# (~1.3 us to build them, ~0.1 us to find them here).
+_WINDOWS: LastCall[CatalogConfig, Windows] = LastCall(Windows._of)
 
 
 def plan_write(

@@ -144,9 +144,15 @@ def _upsert_item(state: CatalogState, spec: SourceSpec, name: str, obj: Mapping[
     value = spec.parse(state, obj)
     if held is not None and held == value:
         value = held
-    if text is not None:
+    if text is not None and len(text) <= _MAX_ITEM_TEXT_BYTES:
         _ITEM_TEXT.remember(value, text)
     return _put_item(state, spec, name, value)
+
+
+# The largest object text kept. Whoever may edit a Model or a Deployment can make it megabytes long (its
+# annotations); the typed value keeps only what the parse reads, and such an object is parsed each time
+# rather than kept whole. The objects of the appliance are under 2 KiB.
+_MAX_ITEM_TEXT_BYTES = 64 * 1024
 
 
 def _item_text(obj: Mapping[str, Any]) -> bytes | None:

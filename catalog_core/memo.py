@@ -1,4 +1,5 @@
-"""``SmallKeyMemo``: a bounded memo of a pure function of strings that never holds a large key.
+"""``SmallKeyMemo``: a bounded memo of a pure function of strings that never holds a large key; ``LastCall``:
+a pure function's result for the last argument it was called with.
 
 The parse of a watch event reads the same few values again and again (a Model's args, its features,
 its resource profile), so their results are memoized. A memo keeps its keys, and whoever may edit a
@@ -8,10 +9,12 @@ is checked only on a miss, so a hit costs one dictionary look-up (bench P5).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+A = TypeVar("A")
 V = TypeVar("V")
 
 _MISSING = object()
@@ -41,6 +44,27 @@ class SmallKeyMemo(Generic[K, V]):
 
     def clear(self) -> None:
         self._memo.clear()
+
+
+class LastCall(Generic[A, V]):
+    """``fn(arg)``, kept for the last ``arg``: for a value asked for again and again with one argument (a
+    run's configuration), or with the argument just used (the data just rendered, then its echo).
+    ``same`` tells the last argument from a new one (identity by default; an argument compared by value
+    must not change after the call). The pair is replaced whole, so a thread that reads it (a blocking
+    host's view) never sees the result of another argument."""
+
+    def __init__(self, fn: Callable[[A], V], *, same: Callable[[Any, Any], bool] = operator.is_) -> None:
+        self._fn = fn
+        self._same = same
+        self._last: tuple[A, V] | None = None
+
+    def __call__(self, arg: A) -> V:
+        last = self._last  # one read
+        if last is not None and self._same(last[0], arg):
+            return last[1]
+        value = self._fn(arg)
+        self._last = (arg, value)
+        return value
 
 
 def _chars(key: object) -> int:

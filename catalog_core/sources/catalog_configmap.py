@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -9,6 +10,7 @@ import attrs
 
 from catalog_core import raw
 from catalog_core.jsonval import canonical, short_hash
+from catalog_core.memo import LastCall
 from catalog_core.sources.common import CATALOG_HASH_ANNOTATION, PREVIOUS_HASH_ANNOTATION
 
 READY_KEY = "AI_APPLIANCE_MODEL_CATALOG_READY"
@@ -26,24 +28,15 @@ def configmap_data_size(data: Iterable[tuple[str, str]]) -> int:
 
 
 def data_fingerprint(data: Mapping[str, str]) -> str:
-    data = dict(data)
-    last = _last_fingerprint  # one read: another thread (a blocking host's view) may replace it
-    if last is not None and last[0] == data:
-        return last[1]
-    fingerprint = short_hash(canonical(data), 32)
-    _remember_fingerprint(data, fingerprint)
-    return fingerprint
+    return _FINGERPRINT(dict(data))  # a copy: the kept argument must not change
 
 
-# The last data fingerprinted, and its fingerprint. Performance (bench P6): the catalog the plan renders
-# comes back as the watch's echo of its write, whose data is fingerprinted again (~40 us for a dozen
-# models: the canonical text of every file and its SHA-256); comparing the two dicts costs ~1 us.
-_last_fingerprint: tuple[dict[str, str], str] | None = None
-
-
-def _remember_fingerprint(data: dict[str, str], fingerprint: str) -> None:
-    global _last_fingerprint  # noqa: PLW0603 - a memo of a pure function, replaced whole
-    _last_fingerprint = (data, fingerprint)
+# Performance (bench P6): the catalog the plan renders comes back as the watch's echo of its write, whose
+# data is fingerprinted again (~40 us for a dozen models: the canonical text of every file and its
+# SHA-256); comparing the two dicts costs ~1 us.
+_FINGERPRINT: LastCall[dict[str, str], str] = LastCall(
+    lambda data: short_hash(canonical(data), 32), same=operator.eq
+)
 
 
 @attrs.frozen

@@ -10,10 +10,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog_core import registry
+from catalog_core import ingest, registry
 from catalog_core.config import CatalogConfig
 from catalog_core.events import ObjectDeleted, ObjectUpserted, SourceKind
 from catalog_core.fold import initial_state, step
+from catalog_core.sources.kubeai import KubeAIModel
 from catalog_core.state import CatalogState
 from tests.core.builders import activation, freetoken_deployment, kubeai_model
 
@@ -123,3 +124,28 @@ def test_no_route_source_parse_reads_the_resource_version() -> None:
         one["metadata"]["resourceVersion"] = "1"
         two["metadata"]["resourceVersion"] = "2"
         assert repr(parse(state, one)) == repr(parse(state, two)), kind
+
+
+def test_a_megabyte_object_is_parsed_again_not_kept() -> None:
+    big = _model("1")
+    big["metadata"]["annotations"] = {"example.com/padding": "x" * (1 << 20)}
+    state = step(initial_state(CatalogConfig()), ObjectUpserted(SourceKind.KUBEAI_MODELS, big)).state
+    held = state.observed.stores[SourceKind.KUBEAI_MODELS]["m"]
+    assert ingest._ITEM_TEXT.get(held) is None  # its text is not kept
+    again = _model("2")
+    again["metadata"]["annotations"] = big["metadata"]["annotations"]
+    after = step(state, ObjectUpserted(SourceKind.KUBEAI_MODELS, again)).state
+    assert after.observed.stores[SourceKind.KUBEAI_MODELS]["m"] == held
+
+
+def test_an_object_too_deep_to_marshal_is_parsed() -> None:
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(5000):
+        node["x"] = {}
+        node = node["x"]  # type: ignore[assignment]
+    obj = _model("1")
+    obj["metadata"]["annotations"] = {"example.com/deep": deep}
+    state = step(initial_state(CatalogConfig()), ObjectUpserted(SourceKind.KUBEAI_MODELS, obj)).state
+    fresh = KubeAIModel.from_k8s(obj)
+    assert repr(state.observed.stores[SourceKind.KUBEAI_MODELS]["m"]) == repr(fresh)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 
-from catalog_core.memo import SmallKeyMemo
+from catalog_core.memo import LastCall, SmallKeyMemo
 
 
 def test_it_remembers_small_keys_up_to_its_bound() -> None:
@@ -33,3 +35,25 @@ def test_an_unhashable_key_raises_type_error() -> None:
     memo = SmallKeyMemo(len, max_entries=10)
     with pytest.raises(TypeError):
         memo(([],))  # type: ignore[arg-type]
+
+
+def test_last_call_keeps_the_result_for_the_last_argument_only() -> None:
+    calls: list[object] = []
+
+    def fn(arg: object) -> object:
+        calls.append(arg)
+        return ("result", arg)
+
+    by_identity = LastCall(fn)
+    a, b = [1], [1]
+    assert by_identity(a) == ("result", a) and by_identity(a) == ("result", a)
+    assert len(calls) == 1
+    by_identity(b)  # equal, not the same object: computed again
+    assert len(calls) == 2
+    by_value = LastCall(fn, same=operator.eq)
+    by_value({"k": "v"})
+    by_value({"k": "v"})
+    assert len(calls) == 3
+    by_value({"k": "w"})
+    by_value({"k": "v"})  # only the last argument is kept
+    assert len(calls) == 5
