@@ -8,7 +8,9 @@ and CPU are excluded).
 Prints ``CONVERGED <seconds>`` (from the catalog's start, imports excluded) and ``READY <rows>`` once it
 has converged (``N`` rows observed, nothing queued), then ``R`` (a
 Model watch event received from the API server and handed to the loop), ``E`` (that event folded) and
-``Q`` (a LiteLLM command queued) lines with CLOCK_MONOTONIC times, and ``RSS
+``Q`` (a LiteLLM command queued) lines with CLOCK_MONOTONIC times, ``P`` (a /model/info answer parsed)
+and ``O`` (an observation of the rows folded) lines with the start and end of each (the loop runs
+nothing else meanwhile: where P1's tail comes from), and ``RSS
 <KiB>`` at the end. It stops when its standard input closes. The driver (bench.scenarios) writes to
 the API server from another process and compares its own send times with these and the fake's.
 """
@@ -31,7 +33,7 @@ from app.library import ModelCatalog
 from app.options import CatalogOptions, HeapOptions, LiteLLMOptions
 from catalog_core.commands import Command
 from catalog_core.config import CatalogConfig, ConfigError
-from catalog_core.events import Event, ObjectUpserted, SourceKind
+from catalog_core.events import Event, LiteLLMRowsObserved, ObjectUpserted, SourceKind
 from catalog_core.redact import Redacted
 
 
@@ -51,8 +53,11 @@ def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) ->
     clock = time.monotonic
 
     def traced_apply(event: Event) -> tuple[Command, ...]:
+        began = clock()
         commands = apply(event)
-        if isinstance(event, ObjectUpserted) and event.source is SourceKind.KUBEAI_MODELS:
+        if isinstance(event, LiteLLMRowsObserved):
+            trace.append(("O", began, f"{clock():.6f}"))
+        elif isinstance(event, ObjectUpserted) and event.source is SourceKind.KUBEAI_MODELS:
             trace.append(("E", clock(), (event.object.get("metadata") or {}).get("name", "?")))
         return commands
 
@@ -60,6 +65,15 @@ def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) ->
         if command.key.startswith("litellm/"):
             trace.append(("Q", clock(), command.key[8:]))
         submit(command, submitted_at)
+
+    parse = catalog.observer._parse
+
+    def traced_parse(content: bytes) -> object:
+        began = clock()
+        try:
+            return parse(content)
+        finally:
+            trace.append(("P", began, f"{clock():.6f}"))
 
     changed = EventSink.changed
 
@@ -70,8 +84,30 @@ def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) ->
         await changed(self, obj, deleted)
 
     loop._apply = traced_apply  # type: ignore[method-assign]
+    catalog.observer._parse = traced_parse  # type: ignore[method-assign]
     loop.queue.submit = traced_submit  # type: ignore[method-assign]
     EventSink.changed = traced_changed  # type: ignore[method-assign]
+
+
+def _record_slow_steps(trace: list[tuple[str, float, str]], threshold: float = 0.015) -> None:
+    """Diagnostics (``BENCH_SLOW_STEPS=<file>``): note every step of the event loop that ran longer than
+    ``threshold`` (``L`` lines in that file, with the phases' ``R``/``E``/``Q``/``P``/``O`` lines: its start,
+    length and the task it ran), which is what delays a change that arrives meanwhile. Off by default:
+    it wraps every callback."""
+    import asyncio.events
+
+    run, clock = asyncio.events.Handle._run, time.monotonic
+
+    def timed(handle: asyncio.events.Handle) -> None:
+        began = clock()
+        run(handle)
+        took = clock() - began
+        if took > threshold:
+            owner = getattr(handle._callback, "__self__", None)
+            what = owner.get_name() if isinstance(owner, asyncio.Task) else repr(handle._callback)[:80]
+            trace.append(("L", began, f"{took * 1000:.1f}ms {what}"))
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -118,6 +154,10 @@ async def main(args: argparse.Namespace) -> None:
                 await anyio.sleep(0.1)
         trace: list[tuple[str, float, str]] = []
         _trace_stages(catalog, trace)
+        slow: list[tuple[str, float, str]] = []
+        slow_file = os.environ.get("BENCH_SLOW_STEPS")
+        if slow_file:
+            _record_slow_steps(slow)
         print(f"READY {len(catalog.state.litellm.rows)}", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.read)  # until the driver closes our stdin
         print(f"RSS {_rss_kib()}", flush=True)
@@ -129,6 +169,9 @@ async def main(args: argparse.Namespace) -> None:
             flush=True,
         )
         print("".join(f"{kind} {t:.6f} {what}\n" for kind, t, what in trace), end="", flush=True)
+        if slow_file:
+            lines = sorted([*trace, *slow], key=lambda line: line[1])
+            Path(slow_file).write_text("".join(f"{kind} {t:.6f} {what}\n" for kind, t, what in lines))
         tg.cancel_scope.cancel()
 
 

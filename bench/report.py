@@ -641,7 +641,7 @@ def _details(r: dict[str, Any]) -> list[str]:
                     else ""
                 )
                 + f"ready to measure {v['startup_s']:.1f} s after the worker started (settled, heap frozen); "
-                f"worker RSS {v['worker_rss_mib'] or 0:.0f} MiB."
+                f"worker RSS {v['worker_rss_mib'] or 0:.0f} MiB." + _reads_note(v.get("litellm_reads"))
             )
     for n, v in sorted((r.get("P7") or {}).items(), key=lambda kv: int(kv[0])):
         if v:
@@ -697,3 +697,15 @@ def _details(r: dict[str, Any]) -> list[str]:
     if r.get("model_creation_s"):
         out.append(f"- Models created in the API server (seconds per step): {r['model_creation_s']}.")
     return out
+
+
+def _reads_note(reads: dict[str, Any] | None) -> str:
+    """P1's LiteLLM re-reads during the phase, and how many of its slowest 1% waited on one."""
+    if not reads or not reads["count"]:
+        return ""
+    return (
+        f" LiteLLM re-reads while driven: {reads['count']} (one every {reads['every_s']:.1f} s); the loop "
+        f"parsing the answer p50 {_ms(reads['parse_s']['p50'])} max {_ms(reads['parse_s']['max'])}, folding "
+        f"the rows p50 {_ms(reads['fold_s']['p50'])} max {_ms(reads['fold_s']['max'])}; of the "
+        f"{reads['slowest']} slowest changes, {reads['slowest_waited_on_a_read']} waited on one."
+    )

@@ -252,6 +252,8 @@ def p1_latency(
     queued: dict[str, list[float]] = {}
     rss: list[int] = []
     damping: list[str] = []
+    # the loop's two long steps of a LiteLLM re-read: the answer's parse, the observation's fold
+    busy: dict[str, list[tuple[float, float]]] = {"P": [], "O": []}
     converged: list[float] = []  # seconds from the worker's catalog start to every row written
     lock = threading.Lock()
 
@@ -272,6 +274,8 @@ def p1_latency(
                     folded.setdefault(parts[2], []).append(float(parts[1]))
                 elif parts[:1] == ["Q"]:
                     queued.setdefault(parts[2], []).append(float(parts[1]))
+                elif parts[:1] in (["P"], ["O"]):
+                    busy[parts[0]].append((float(parts[1]), float(parts[2])))
                 elif parts[:1] == ["RSS"]:
                     rss.append(int(parts[1]))
                 elif parts[:1] == ["DAMPING"]:
@@ -282,7 +286,7 @@ def p1_latency(
         reader.start()
     began = time.monotonic()
     state = dict.fromkeys(range(n), True)
-    runs: list[tuple[list[tuple[str, float, float, str]], list[float | None], float]] = []
+    runs: list[tuple[list[tuple[str, float, float, str]], list[float | None], float, float]] = []
     try:
         if not ready.wait(900):
             raise TimeoutError(f"the P1 worker did not converge on {n} models")
@@ -315,7 +319,7 @@ def p1_latency(
 
             with contextlib.suppress(TimeoutError):
                 wait_until(lambda: all(x is not None for x in matched()), 120, "every LiteLLM request")
-            runs.append((expected, matched(), drive))
+            runs.append((expected, matched(), start, drive))
             if spy is not None:
                 spy.wait(60)
             time.sleep(2.0)  # past the per-key cooldown before the next phase
@@ -326,9 +330,10 @@ def p1_latency(
         for reader in readers:
             reader.join(5)
     results = []
-    for (expected, totals, drive), (changes, interval) in zip(runs, phases, strict=True):
+    for (expected, totals, start, drive), (changes, interval) in zip(runs, phases, strict=True):
         stages: dict[str, list[float]] = {"watch": [], "plan": [], "execute": [], "api": [], "stream": []}
         from_event: list[float] = []
+        spans: list[tuple[float, float]] = []  # watch event received -> LiteLLM request, per change
         for (rid, sent, _, _), total in zip(expected, totals, strict=True):
             name = rid.removeprefix(f"{ID_PREFIX}kubeai-")
             t_recv = next((t for t in received.get(name, []) if t >= sent), None)
@@ -343,6 +348,7 @@ def p1_latency(
                 stages["api"].append(t_recv - sent)
                 stages["stream"].append(t_fold - t_recv)
                 from_event.append(sent + total - t_recv)
+                spans.append((t_recv, sent + total))
         values = [x for x in totals if x is not None]
         results.append(
             {
@@ -361,9 +367,31 @@ def p1_latency(
                 "worker_rss_mib": rss[0] / 1024 if rss else None,
                 # the worker's write-damping counters after all phases (why writes waited, if they did)
                 "worker_damping": damping[0] if damping else None,
+                "litellm_reads": _reads_during(busy, spans, start, start + drive),
             }
         )
     return results
+
+
+def _reads_during(
+    busy: dict[str, list[tuple[float, float]]], spans: list[tuple[float, float]], start: float, end: float
+) -> dict[str, Any]:
+    """The LiteLLM re-reads of a phase (the core plans one after writes; the observer paces them) and how
+    many of P1's slowest 1% waited on one: their span (event received -> request) overlaps a parse of
+    /model/info or the fold of its rows, the loop's two long atomic steps of a re-read."""
+    parses = [(a, b) for a, b in busy["P"] if start <= a <= end]
+    folds = [(a, b) for a, b in busy["O"] if start <= a <= end]
+    slowest = sorted(spans, key=lambda s: s[1] - s[0], reverse=True)[: max(1, len(spans) // 100)]
+    both = parses + folds
+    waited = sum(1 for a, b in slowest if any(x < b and y > a for x, y in both))
+    return {
+        "count": len(folds),
+        "every_s": (end - start) / len(folds) if folds else None,
+        "parse_s": latency([b - a for a, b in parses]),
+        "fold_s": latency([b - a for a, b in folds]),
+        "slowest": len(slowest),
+        "slowest_waited_on_a_read": waited,
+    }
 
 
 def _py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
