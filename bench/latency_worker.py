@@ -44,7 +44,10 @@ def _rss_kib() -> int:
     return 0
 
 
-def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) -> None:
+Lines = list[tuple[str, float, str]]
+
+
+def _trace_stages(catalog: ModelCatalog, trace: Lines, slow: Lines | None = None) -> None:
     """Also note when each Model event is folded (``E``) and each LiteLLM command is queued (``Q``),
     to split the latency into API server + watch, fold + plan, queue + request. Kept in memory and
     printed at the end: writing to the pipe meanwhile could block the loop being measured."""
@@ -55,6 +58,10 @@ def _trace_stages(catalog: ModelCatalog, trace: list[tuple[str, float, str]]) ->
     def traced_apply(event: Event) -> tuple[Command, ...]:
         began = clock()
         commands = apply(event)
+        if slow is not None and clock() - began > 0.010:  # an event whose fold took long (``A``)
+            took, source = (clock() - began) * 1000, getattr(event, "source", "")
+            what = f"{type(event).__name__} {source} {len(commands)} commands"
+            slow.append(("A", began, f"{took:.1f}ms {what}"))
         if isinstance(event, LiteLLMRowsObserved):
             trace.append(("O", began, f"{clock():.6f}"))
         elif isinstance(event, ObjectUpserted) and event.source is SourceKind.KUBEAI_MODELS:
@@ -153,9 +160,9 @@ async def main(args: argparse.Namespace) -> None:
             while gc.get_freeze_count() == 0:
                 await anyio.sleep(0.1)
         trace: list[tuple[str, float, str]] = []
-        _trace_stages(catalog, trace)
         slow: list[tuple[str, float, str]] = []
         slow_file = os.environ.get("BENCH_SLOW_STEPS")
+        _trace_stages(catalog, trace, slow if slow_file else None)
         if slow_file:
             _record_slow_steps(slow)
         print(f"READY {len(catalog.state.litellm.rows)}", flush=True)

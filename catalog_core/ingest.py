@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import marshal
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from catalog_core import failing, kinds, raw, registry
@@ -382,7 +382,7 @@ _DOCUMENTS = {kind: (DOCUMENT_NAMES[kind], _OBSERVE_DOCUMENT[kind]) for kind in 
 
 def rows_observed(state: CatalogState, event: LiteLLMRowsObserved) -> CatalogState:
     held = state.litellm.rows
-    texts = [_text_of(row) for row in event.rows]
+    texts = _PREPARED_TEXTS.take(event.rows) or [_text_of(row) for row in event.rows]
     known = tuple(t for t in texts if t is not None)
     whole = known if len(known) == len(texts) else None
     if whole is None or not _LAST_OBSERVATION.same(held, whole):
@@ -488,6 +488,41 @@ def _row(
         if text is not None:
             _ROW_TEXT.remember(parsed, text)
     return parsed, text
+
+
+def prepare_row_texts(rows: tuple[Mapping[str, Any], ...], chunk: int) -> Iterator[None]:
+    """Compute the rows' texts that folding ``LiteLLMRowsObserved(rows)`` starts with, ``chunk`` rows per
+    step, for the fold of that very tuple to take. A caller that runs the other tasks between the steps
+    (the LiteLLM observer) spares the loop one long step: at 10,000 rows the texts are ~45 ms of a fold.
+    The texts are what the fold would compute (the same function, the same rows), so the fold's result
+    is the same whether it takes them or not; a tuple folded twice computes them the second time."""
+    texts: list[bytes | None] = []
+    for start in range(0, len(rows), chunk):
+        if start:
+            yield
+        texts.extend(_text_of(row) for row in rows[start : start + chunk])
+    _PREPARED_TEXTS.keep(rows, texts)
+
+
+class _PreparedTexts:
+    """The texts of one observation's rows, prepared before its fold, until that fold takes them (held
+    strongly, by the tuple's identity: one observation at a time, dropped when taken or replaced)."""
+
+    def __init__(self) -> None:
+        self._prepared: tuple[tuple[Mapping[str, Any], ...], list[bytes | None]] | None = None
+
+    def keep(self, rows: tuple[Mapping[str, Any], ...], texts: list[bytes | None]) -> None:
+        self._prepared = (rows, texts)
+
+    def take(self, rows: tuple[Mapping[str, Any], ...]) -> list[bytes | None] | None:
+        prepared = self._prepared  # one read: a blocking host's view on another thread sees a whole pair
+        if prepared is None or prepared[0] is not rows:
+            return None
+        self._prepared = None
+        return list(prepared[1])  # the fold writes into its list
+
+
+_PREPARED_TEXTS = _PreparedTexts()
 
 
 class _TextOf:

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+import anyio.lowlevel
 import attrs
 import httpx
 import orjson
@@ -110,6 +111,10 @@ class Answer:
             if isinstance(body.get("message"), str):
                 return str(body["message"])
         return self.text
+
+
+# An answer this large (/model/info at ~1,500 rows) takes milliseconds to count and as long again to parse.
+_LONG_PARSE_BYTES = 1 << 20
 
 
 def parse_body(content: bytes) -> Any:
@@ -240,6 +245,8 @@ class LiteLLMClient:
         problem = self.bounds.values_problem(answer)
         if problem is not None:
             raise LiteLLMTransportError(TOO_LARGE, f"{method} {path}: {problem}")
+        if len(answer) > _LONG_PARSE_BYTES:
+            await anyio.lowlevel.checkpoint()  # reading and counting it was one step, the parse is another
         parsed = (parse or parse_body)(answer)
         ok = 200 <= status < 300
         # The text is only ever the fallback of an error message: not decoded again for a good answer

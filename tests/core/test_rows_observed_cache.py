@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from catalog_core.config import CatalogConfig
 from catalog_core.events import LiteLLMRowsObserved
 from catalog_core.fold import initial_state, step
+from catalog_core.ingest import _PREPARED_TEXTS, _text_of, prepare_row_texts
 
 # Values that are equal in Python but not the same JSON (1, 1.0, True), so a cache keyed by equality
 # rather than by exact text would keep the wrong one.
@@ -51,3 +52,38 @@ def test_rows_held_after_any_observations_are_those_of_the_last_one_alone(observ
     # and the same values by type, not only by equality (True is not 1 in what LiteLLM holds)
     for rid, row in state.litellm.rows.items():
         assert repr(row) == repr(fresh.litellm.rows[rid])
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(st.lists(_row(), max_size=6).map(tuple), min_size=1, max_size=5),
+    st.lists(st.booleans(), min_size=5, max_size=5),
+    st.integers(1, 4),
+)
+def test_texts_prepared_before_the_fold_give_the_same_result(
+    observations: list[Any], prepare: list[bool], chunk: int
+) -> None:
+    """The LiteLLM observer prepares an observation's texts in steps (``prepare_row_texts``) for its fold
+    to take; which observations were prepared, and in what chunks, changes nothing folded."""
+    config = CatalogConfig()
+    state, plain = initial_state(config), initial_state(config)
+    for rows, prepared in zip(observations, prepare, strict=False):
+        if prepared:
+            steps = list(prepare_row_texts(rows, chunk))
+            assert len(steps) == max(0, -(-len(rows) // chunk) - 1)  # a step between two chunks
+        result, expected = step(state, LiteLLMRowsObserved(rows)), step(plain, LiteLLMRowsObserved(rows))
+        state, plain = result.state, expected.state
+        assert result.commands == expected.commands
+        assert dict(state.litellm.rows.items()) == dict(plain.litellm.rows.items())
+        for rid, row in state.litellm.rows.items():
+            assert repr(row) == repr(plain.litellm.rows[rid])
+
+
+def test_prepared_texts_are_taken_by_the_fold_of_that_very_tuple_only() -> None:
+    rows = ({"model_name": "m", "litellm_params": {"model": "openai/m"}, "model_info": {"id": "x"}},)
+    equal_but_another_tuple = (dict(rows[0]),)
+    list(prepare_row_texts(rows, 10))
+    assert _PREPARED_TEXTS.take(equal_but_another_tuple) is None
+    taken = _PREPARED_TEXTS.take(rows)
+    assert taken == [_text_of(rows[0])]
+    assert _PREPARED_TEXTS.take(rows) is None  # taken once: a second fold computes them again
