@@ -110,11 +110,12 @@ def _record_slow_steps(trace: list[tuple[str, float, str]], threshold: float = 0
         run(handle)
         took = clock() - began
         if took > threshold:
-            owner = getattr(handle._callback, "__self__", None)
-            what = owner.get_name() if isinstance(owner, asyncio.Task) else repr(handle._callback)[:80]
+            callback = getattr(handle, "_callback", None)  # asyncio's own attribute, not typed
+            owner = getattr(callback, "__self__", None)
+            what = owner.get_name() if isinstance(owner, asyncio.Task) else repr(callback)[:80]
             trace.append(("L", began, f"{took * 1000:.1f}ms {what}"))
 
-    asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign,assignment]
 
 
 async def main(args: argparse.Namespace) -> None:
