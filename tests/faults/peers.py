@@ -33,6 +33,7 @@ import anyio.from_thread
 from tests.adapters.kube.helpers import TcpProxy
 from tests.e2e.harness import LoopbackHTTPServer, QuietHandler
 from tests.fakes.litellm import FakeLiteLLM
+from tests.fixtures.kube_peer import BUILD_TIMEOUT
 from tests.fixtures.shared import shared_dir
 
 T = TypeVar("T")
@@ -56,8 +57,6 @@ class OwnKubePeer:
     """An API server only one suite uses: it may be restarted, have its CRDs deleted, be cut off.
 
     ``extra_env``: more of ``kube-peer/start``'s settings (e.g. ``EXTRA_APISERVER_FLAGS``)."""
-
-    START_TIMEOUT = 900.0  # a first start on a fresh machine builds the apiserver (~6 min)
 
     def __init__(self, extra_env: Mapping[str, str] | None = None) -> None:
         self.extra_env = dict(extra_env or {})
@@ -96,7 +95,7 @@ class OwnKubePeer:
                 ports.add(free_port())
             api, etcd, etcd_peer = sorted(ports)
             self.ports = {"PORT": api, "ETCD_PORT": etcd, "ETCD_PEER_PORT": etcd_peer}
-            error = self._run("start", self.START_TIMEOUT)
+            error = self._run("start", BUILD_TIMEOUT)  # a first start on a fresh machine builds it
             if not error:
                 break
             self._run("stop", 120)
