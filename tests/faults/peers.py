@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -24,6 +23,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from tests.adapters.kube.helpers import TcpProxy
 from tests.e2e.harness import LoopbackHTTPServer, QuietHandler
 from tests.fakes.litellm import FakeLiteLLM
 from tests.fixtures.kube_peer import BUILD_TIMEOUT
+from tests.fixtures.litellm_peer import database_url
 from tests.fixtures.shared import shared_dir
 
 T = TypeVar("T")
@@ -252,11 +253,10 @@ class RealLiteLLMRestarter:
         self.root = Path(root)
         self.start_env = dict(start_env)
         self.port = int(base_url.rsplit(":", 1)[1].rstrip("/"))
-        env_sh = (self.root / "env.sh").read_text()
-        match = re.search(r"127\.0\.0\.1:(\d+)/litellm", env_sh)
-        if match is None:
+        pgport = urllib.parse.urlsplit(database_url(self.root)).port
+        if pgport is None:
             raise RuntimeError(f"no PGPORT in {self.root}/env.sh")
-        self.pgport = int(match.group(1))
+        self.pgport = pgport
 
     def _run(self, script: str, timeout: float) -> float:
         began = time.monotonic()

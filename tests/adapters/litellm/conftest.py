@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import attrs
 import httpx
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from adapters.litellm.client import LiteLLMClient
 from tests.adapters.litellm.traits import Traits, probe
 from tests.fakes.litellm import RELEASES, FakeLiteLLM
-from tests.fixtures.litellm_peer import APPLIANCE, LATEST, TEST_PREFIX, LiteLLMPeer
+from tests.fixtures.litellm_peer import APPLIANCE, LATEST, TEST_PREFIX, LiteLLMPeer, database_url
 
 FAKE_URL = "http://fake-litellm.test"
 MASTER_KEY = "sk-test"
@@ -40,6 +41,8 @@ class Peer:
     release: str = LATEST  # the release it is (a real peer) or answers like (a fake)
     traits: Traits | None = None  # probed (``peer`` sets it; ``fake_peer`` leaves it unset)
     clients: list[LiteLLMClient] = attrs.field(factory=list)
+    # A real peer of ours: its PostgreSQL, where LiteLLM keeps the rows its router serves and lists.
+    database_url: str | None = attrs.field(default=None, repr=False)
 
     @property
     def probed(self) -> Traits:
@@ -56,6 +59,39 @@ class Peer:
         client = LiteLLMClient(base_url or self.base_url, key, **kwargs)
         self.clients.append(client)
         return client
+
+    async def stored_ids(self) -> set[str] | None:
+        """The ids of this test's rows in LiteLLM's database (what its router reloads from), or None
+        when there is no database of ours to read or the read failed."""
+        out = await self._sql(
+            "SELECT model_id FROM \"LiteLLM_ProxyModelTable\" WHERE starts_with(model_name, :'prefix');"
+        )
+        return None if out is None else {line for line in out.splitlines() if line}
+
+    async def forget_stored(self, model_id: str) -> bool:
+        """Delete one of this test's rows from LiteLLM's database alone, leaving its router as it is (the
+        state LiteLLM 1.84.0's reload race leaves a deleted row in); whether a row was deleted."""
+        out = await self._sql(
+            "DELETE FROM \"LiteLLM_ProxyModelTable\" WHERE model_id = :'id'"
+            " AND starts_with(model_name, :'prefix') RETURNING model_id;",
+            id=model_id,
+        )
+        return out is not None and out.strip() == model_id
+
+    async def _sql(self, statement: str, **values: str) -> str | None:
+        """psql's unaligned output of one statement on the real peer's database; None when unavailable.
+        Values are psql variables (``:'name'`` quotes them), never spliced into the text."""
+        if self.database_url is None:
+            return None
+        command = ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", self.database_url]
+        for name, value in {"prefix": self.prefix, **values}.items():
+            command += ["-v", f"{name}={value}"]
+        try:
+            with anyio.fail_after(10):
+                done = await anyio.run_process(command, input=statement.encode(), check=False)
+        except (OSError, TimeoutError):
+            return None
+        return done.stdout.decode() if done.returncode == 0 else None
 
     def name(self, suffix: str) -> str:
         return f"{self.prefix}{suffix}"
@@ -119,6 +155,8 @@ async def peer(request: pytest.FixtureRequest) -> AsyncIterator[Peer]:
         real: LiteLLMPeer = request.getfixturevalue(_REAL_FIXTURE[release])
         traits = await traits_of(kind, release, real)
         handle = Peer("real", real.base_url, real.master_key, None, new_prefix(), release, traits)
+        if real.root is not None:
+            handle.database_url = database_url(real.root)
     try:
         yield handle
     finally:

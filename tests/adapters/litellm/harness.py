@@ -19,7 +19,7 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from adapters.litellm.client import LiteLLMClient
+from adapters.litellm.client import Answer, LiteLLMClient, LiteLLMTransportError
 from adapters.litellm.executor import LiteLLMExecutor
 from adapters.litellm.observer import LiteLLMObserver
 from adapters.vault import SecretVault
@@ -99,6 +99,12 @@ def secret_object(
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "stringData": dict(data)}
 
 
+# LiteLLM reloads its router from its database this often, and on every /model/new. On 1.84.0 a reload
+# that read the database before a delete and applies it after puts the deleted row back in the router
+# (so in /model/info) until the next reload; a create can be dropped from it the same way. 1.108.7
+# orders its deletes after any such reload (its MODEL_RECONCILE_LOCK).
+ROUTER_RELOAD_SECONDS = 30.0
+
 # These scenarios prove one write per change against LiteLLM, with changes a tick apart on a still
 # clock: the settle windows (issue 14, proven in tests/core/test_write_damping.py) are off here.
 _NO_DAMPING = CatalogConfig(litellm_settle_seconds=0.0, litellm_settle_cap_seconds=0.0)
@@ -121,6 +127,7 @@ class Harness:
     outcomes: list[CommandCompleted] = attrs.field(factory=list)
     observed: list[Event] = attrs.field(factory=list)  # what the observer sent (filtered)
     reads: list[ObserveLiteLLM] = attrs.field(factory=list)  # the re-reads the core planned, in order
+    _settle_client: LiteLLMClient | None = None
     _send: MemoryObjectSendStream[Event] | None = None
     _receive: MemoryObjectReceiveStream[Event] | None = None
 
@@ -223,10 +230,13 @@ class Harness:
                 await self.execute(command)
         return mine
 
-    async def observe(self, *, planned: bool = False) -> None:
+    async def observe(self, *, planned: bool = False, settle: bool = True) -> None:
         """One poll of /model/info through the observer; its event, scoped to this test's rows.
-        ``planned``: the core's re-read (``ObserveLiteLLM``), which the observer always answers."""
+        ``planned``: the core's re-read (``ObserveLiteLLM``), which the observer always answers.
+        ``settle=False``: the listing as it is, a lag of LiteLLM's router included (``settle``)."""
         assert self._send is not None and self._receive is not None
+        if settle:
+            await self.settle()
         await self.observer.poll_once(self._send, planned=planned)
         while True:
             try:
@@ -295,18 +305,61 @@ class Harness:
             return True
         return False
 
+    async def settle(self) -> None:
+        """Wait until the real peer's router lists this test's rows as its database holds them.
+
+        Whatever we wrote is in the database when LiteLLM answers; only its router can lag it (see
+        ``ROUTER_RELOAD_SECONDS``), and no write of ours mends that. So the scenarios' reads and the
+        assertions on them start from LiteLLM's settled view: a row still in the database stays in
+        the listing, a deleted row leaves it by LiteLLM's next reload at the latest. Without a database
+        of ours to read (the fake, a configured proxy) this returns at once. Its reads go through a
+        client of their own, so they are never counted as the observer's or the executor's."""
+        if self.peer.database_url is None:
+            return
+        if self._settle_client is None:
+            self._settle_client = self.peer.client()
+        began = anyio.current_time()
+        lag: tuple[set[str], set[str]] | None = None
+        while True:
+            try:
+                listed = _rows_of(await self._settle_client.info(), self.peer.prefix)
+            except LiteLLMTransportError:
+                listed = None
+            stored = await self.peer.stored_ids()
+            if listed is None or stored is None or set(listed) == stored:
+                break
+            lag = lag or (set(listed) - stored, stored - set(listed))
+            if anyio.current_time() - began > ROUTER_RELOAD_SECONDS + 10:
+                break  # not a lag LiteLLM mends by itself: the assertions that follow show it
+            await anyio.sleep(0.5)
+        if lag is not None:
+            seconds = anyio.current_time() - began
+            print(
+                f"LiteLLM's router lagged its database for {seconds:.1f} s: "
+                f"listed only {sorted(lag[0])}, stored only {sorted(lag[1])}"
+            )
+
     # --- views for assertions
     async def rows(self) -> dict[str, dict[str, Any]]:
-        """This test's rows on the peer, by id, as /model/info shows them."""
+        """This test's rows on the peer, by id, as /model/info shows them once LiteLLM has settled."""
+        await self.settle()
         answer = await self.client.info()
-        if answer.status == 500 and "not loaded" in json.dumps(answer.body):
-            return {}  # LiteLLM with no model at all (observer.py reads it the same way)
-        assert answer.status == 200, answer
-        return {
-            r["model_info"]["id"]: r
-            for r in answer.body["data"]
-            if str(r.get("model_name", "")).startswith(self.peer.prefix)
-        }
+        rows = _rows_of(answer, self.peer.prefix)
+        assert rows is not None, answer
+        return rows
 
     def kinds(self, commands: Iterable[Command]) -> list[tuple[str, str]]:
         return [(type(c).__name__, c.key) for c in commands]
+
+
+def _rows_of(answer: Answer, prefix: str) -> dict[str, dict[str, Any]] | None:
+    """The rows of a /model/info answer whose names start with ``prefix``, by id; None when it failed."""
+    if answer.status == 500 and "not loaded" in json.dumps(answer.body):
+        return {}  # LiteLLM with no model at all (observer.py reads it the same way)
+    if answer.status != 200:
+        return None
+    return {
+        r["model_info"]["id"]: r
+        for r in answer.body["data"]
+        if str(r.get("model_name", "")).startswith(prefix)
+    }
