@@ -518,8 +518,8 @@ class _PreparedTexts:
         prepared = self._prepared  # one read: a blocking host's view on another thread sees a whole pair
         if prepared is None or prepared[0] is not rows:
             return None
-        self._prepared = None
-        return list(prepared[1])  # the fold writes into its list
+        self._prepared = None  # the fold owns the list from here (it writes into it)
+        return prepared[1]
 
 
 _PREPARED_TEXTS = _PreparedTexts()
