@@ -24,7 +24,7 @@ from app.lease_timing import LEASE_DURATION_SECONDS, LEASE_RENEW_DEADLINE_SECOND
 from tests.faults import results
 from tests.faults.kube import Admin, ApiError
 from tests.faults.peers import OtlpSink, OwnKubePeer
-from tests.fixtures.kube_peer import BUILD_TIMEOUT, CRD_DIR, kube_peer_built
+from tests.fixtures.kube_peer import CRD_DIR, allow_for_the_build
 from tests.unavailable import skip_or_fail
 
 FULL = os.environ.get("MODEL_CATALOG_FAULTS") == "full"
@@ -75,10 +75,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("faults") is not None:
             wanted.append(item)
     if wanted and not os.environ.get("MODEL_CATALOG_FAULTS_NO_PEER") and not config.option.collectonly:
-        if not kube_peer_built():
-            # whichever fault test runs first waits for the suite's peer, and so for the build
-            for item in wanted:
-                item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
+        allow_for_the_build(wanted)  # the suite starts a kube-apiserver of its own
         _PEER.kick()
 
 
